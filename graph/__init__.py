@@ -1,0 +1,1 @@
+"""Pure GraphRAG logic: no Kafka, Weaviate, HTTP or LLM clients in here."""

@@ -1,0 +1,43 @@
+"""Typed errors. Each says what was wrong and, where it can, what to do about it."""
+
+from __future__ import annotations
+
+
+class KgragError(Exception):
+    """Base of every error this project raises on purpose."""
+
+
+class ConfigError(KgragError):
+    """A setting has a value the system cannot run with."""
+
+
+class ServiceError(KgragError):
+    """A local service (Kafka, Weaviate) could not be prepared, started or reached."""
+
+
+class MissingToolError(ServiceError):
+    """A program the launcher needs (java, mvn, go) is not installed."""
+
+    def __init__(self, tool: str, hint: str) -> None:
+        super().__init__(f"'{tool}' is not on PATH: {hint}")
+        self.tool = tool
+
+
+class PortInUseError(ServiceError):
+    """A port the launcher wants is taken by another process."""
+
+    def __init__(self, port: int, service: str, setting: str) -> None:
+        super().__init__(
+            f"port {port} needed by {service} is already in use by another process; "
+            f"stop that process or move {service} with {setting}"
+        )
+        self.port = port
+
+
+class InvalidDocumentError(KgragError):
+    """A document payload cannot be processed; ``reason`` goes to the dead-letter topic."""
+
+    def __init__(self, reason: str, doc_id: str | None = None) -> None:
+        super().__init__(reason if doc_id is None else f"{doc_id}: {reason}")
+        self.reason = reason
+        self.doc_id = doc_id

@@ -1,0 +1,1 @@
+"""Local Kafka and Weaviate without Docker."""

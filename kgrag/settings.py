@@ -1,0 +1,324 @@
+"""One settings tree for every process kafka-graphrag starts.
+
+Values come, highest priority first, from keyword arguments, environment variables
+(``KGRAG_`` prefix, ``__`` between nested names, e.g. ``KGRAG_KAFKA__PARTITIONS=16``), an
+optional YAML file (``KGRAG_CONFIG=path.yaml``) and the defaults below. Each function is
+handed only the section it needs; nothing reads ``os.environ`` at import time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+from kgrag.errors import ConfigError
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kafka-graphrag"
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "kafka-graphrag"
+
+
+class TopicNames(BaseModel):
+    """Base topic names; the namespace is prepended to each (see ``Settings.topic``)."""
+
+    documents: str = Field("documents", description="Incoming articles, keyed by document id")
+    documents_dlq: str = Field("documents.dlq", description="Documents that could not be processed")
+    chunks: str = Field("chunks", description="Text units cut from documents")
+    extractions: str = Field("extractions", description="Per-chunk extraction results")
+    extractions_dlq: str = Field("extractions.dlq", description="Chunks whose extraction failed")
+    graph_changes: str = Field("graph-changes", description="Merged graph deltas for the job")
+    community_events: str = Field("community-events", description="Community lineage events")
+
+
+class KafkaSettings(BaseModel):
+    bootstrap_servers: str = Field(
+        "127.0.0.1:19092", description="Comma-separated host:port list of Kafka brokers"
+    )
+    partitions: int = Field(
+        8,
+        ge=1,
+        le=1024,
+        description="Partitions per topic; faust tables cannot be repartitioned, so choose "
+        "room for as many workers as you will ever run",
+    )
+    replication_factor: int = Field(1, ge=1, description="Replication factor for new topics")
+    topics: TopicNames = Field(default_factory=TopicNames)
+    max_message_bytes: int = Field(1_000_000, ge=1024, description="Largest message accepted")
+    processing_guarantee: Literal["at_least_once", "exactly_once"] = Field(
+        "at_least_once", description="faust processing guarantee"
+    )
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _check_servers(cls, v: str) -> str:
+        for part in v.split(","):
+            host, sep, port = part.strip().rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ValueError(f"expected host:port[,host:port...], got {part!r}")
+        return v
+
+
+class WeaviateSettings(BaseModel):
+    url: str = Field("http://127.0.0.1:18080", description="Weaviate HTTP endpoint")
+    grpc_port: int = Field(15051, ge=1, le=65535, description="Weaviate gRPC port")
+    api_key: str | None = Field(None, description="API key, when the server requires one")
+    batch_size: int = Field(100, ge=1, le=10_000, description="Objects per upsert batch")
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^:/]+(:\d+)?/?$", v):
+            raise ValueError(f"expected http(s)://host[:port], got {v!r}")
+        return v.rstrip("/")
+
+    @property
+    def host(self) -> str:
+        return self.url.split("://", 1)[1].split(":")[0].rstrip("/")
+
+    @property
+    def http_port(self) -> int:
+        rest = self.url.split("://", 1)[1]
+        if ":" in rest:
+            return int(rest.split(":")[1].rstrip("/"))
+        return 443 if self.url.startswith("https") else 80
+
+
+class LLMSettings(BaseModel):
+    base_url: str | None = Field(
+        None, description="OpenAI-compatible endpoint; unset means offline mode"
+    )
+    api_key: str | None = Field(None, description="API key for the endpoint")
+    model: str = Field("gpt-4o-mini", description="Chat model name")
+    concurrency: int = Field(8, ge=1, le=512, description="Concurrent LLM requests per process")
+    max_retries: int = Field(6, ge=0, le=50, description="Retries on 429/5xx/timeouts")
+    timeout_s: float = Field(60.0, gt=0, description="Per-request timeout")
+    temperature: float = Field(0.0, ge=0, le=2)
+    cache_dir: Path | None = Field(
+        None, description="Response cache directory (default: <data_dir>/llm-cache)"
+    )
+
+    @property
+    def offline(self) -> bool:
+        return not self.base_url
+
+
+class EmbeddingSettings(BaseModel):
+    base_url: str | None = Field(
+        None, description="OpenAI-compatible /embeddings endpoint; unset means offline hashing"
+    )
+    api_key: str | None = None
+    model: str = Field("text-embedding-3-small", description="Embedding model name")
+    dimensions: int = Field(384, ge=8, le=8192, description="Vector size of the offline embedder")
+    embed_relationships: bool = Field(False, description="Also embed relationships")
+
+
+class ChunkingSettings(BaseModel):
+    size: int = Field(600, ge=16, le=32_000, description="Tokens per chunk")
+    overlap: int = Field(100, ge=0, description="Tokens shared by consecutive chunks")
+    encoding: str = Field("o200k_base", description="tiktoken encoding")
+    max_document_chars: int = Field(
+        500_000, ge=100, description="Documents longer than this go to the dead-letter topic"
+    )
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> ChunkingSettings:
+        if self.overlap >= self.size:
+            raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
+        return self
+
+    @field_validator("encoding")
+    @classmethod
+    def _known_encoding(cls, v: str) -> str:
+        if v not in {"o200k_base", "cl100k_base"}:
+            raise ValueError("encoding must be o200k_base or cl100k_base (shipped offline)")
+        return v
+
+
+class ExtractionSettings(BaseModel):
+    entity_types: list[str] = Field(
+        default_factory=lambda: ["organization", "person", "geo", "event"],
+        description="Entity types the extractor looks for",
+    )
+    max_gleanings: int = Field(1, ge=0, le=10, description="Gleaning rounds after the first")
+    claims_enabled: bool = Field(False, description="Extract claims (covariates)")
+    claim_entity_specification: str = Field(
+        "organization, person", description="Which entities claims are about"
+    )
+    claim_description: str = Field(
+        "Any claims or facts that could be relevant to information discovery.",
+        description="What counts as a claim",
+    )
+    prompts_dir: Path | None = Field(
+        None, description="Directory whose <name>.txt files override the shipped prompts"
+    )
+    max_descriptions: int = Field(
+        12, ge=1, le=1000, description="Distinct descriptions kept per entity/relationship"
+    )
+
+
+class CommunitySettings(BaseModel):
+    debounce_s: float = Field(5.0, gt=0, description="Run after the graph is quiet this long")
+    max_wait_s: float = Field(60.0, gt=0, description="Run at the latest this long after a change")
+    max_cluster_size: int = Field(10, ge=2, description="Re-partition communities larger than this")
+    seed: int = Field(0xDEADBEEF, description="Leiden seed")
+    jaccard_threshold: float = Field(
+        0.3, gt=0, le=1, description="Minimum member overlap for a community to keep its id"
+    )
+    materiality_threshold: float = Field(
+        0.2, gt=0, le=1, description="Share of new evidence that makes a report stale"
+    )
+    keep_snapshots: int = Field(5, ge=1, description="Snapshots kept on disk")
+    report_max_tokens: int = Field(8000, ge=200, description="Token budget of a report context")
+
+    @model_validator(mode="after")
+    def _wait_after_debounce(self) -> CommunitySettings:
+        if self.max_wait_s < self.debounce_s:
+            raise ValueError(
+                f"max_wait_s ({self.max_wait_s}) must be >= debounce_s ({self.debounce_s})"
+            )
+        return self
+
+
+class ApiSettings(BaseModel):
+    host: str = Field("127.0.0.1", description="Query service bind address")
+    port: int = Field(8000, ge=1, le=65535, description="Query service port")
+    api_key: str | None = Field(None, description="Require this key in X-API-Key when set")
+    max_question_chars: int = Field(4000, ge=10, description="Longest question accepted")
+    max_request_bytes: int = Field(1_000_000, ge=1024, description="Largest request body")
+
+
+class ServicesSettings(BaseModel):
+    """How ``kgrag services`` brings up a local Kafka and Weaviate without Docker."""
+
+    cache_dir: Path = Field(
+        default_factory=_default_cache_dir,
+        description="Jars and binaries downloaded or built once (outside the repository)",
+    )
+    state_dir: Path | None = Field(
+        None, description="Logs, pids and data of local services (default: <data_dir>/services)"
+    )
+    kafka_version: str = Field("4.1.1", description="Apache Kafka release (Maven Central)")
+    kafka_controller_port: int = Field(19093, ge=1, le=65535)
+    kafka_heap: str = Field("768m", description="Broker JVM heap")
+    weaviate_version: str = Field("1.39.0", description="Weaviate release (Go module)")
+    weaviate_gossip_port: int = Field(17946, ge=1, le=65534, description="data port is +1")
+    weaviate_raft_port: int = Field(18300, ge=1, le=65534, description="internal RPC port is +1")
+    start_timeout_s: float = Field(120.0, gt=0)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="KGRAG_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    namespace: str = Field(
+        "kgrag", description="Prefix of topics, the faust app id and Weaviate collections"
+    )
+    data_dir: Path = Field(default_factory=_default_data_dir, description="State and snapshots")
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    weaviate: WeaviateSettings = Field(default_factory=WeaviateSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+    extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
+    community: CommunitySettings = Field(default_factory=CommunitySettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    services: ServicesSettings = Field(default_factory=ServicesSettings)
+
+    @field_validator("namespace")
+    @classmethod
+    def _check_namespace(cls, v: str) -> str:
+        if not _NAME_RE.match(v) or len(v) > 60:
+            raise ValueError("use letters, digits, '.', '_' or '-' (at most 60 characters)")
+        return v
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get("KGRAG_CONFIG")
+        if config_file:
+            if not Path(config_file).is_file():
+                raise ConfigError(f"KGRAG_CONFIG points to {config_file!r}, which is not a file")
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
+        return tuple(sources)
+
+    # ---- derived names -------------------------------------------------------------
+    def topic(self, name: str) -> str:
+        """Full topic name for a base name in ``kafka.topics`` (e.g. ``documents``)."""
+        return f"{self.namespace}.{getattr(self.kafka.topics, name)}"
+
+    def all_topics(self) -> list[str]:
+        return [self.topic(n) for n in TopicNames.model_fields]
+
+    @property
+    def app_id(self) -> str:
+        return f"{self.namespace}-worker"
+
+    def collection(self, kind: str) -> str:
+        """Weaviate collection name: must start with a capital letter, no dots or dashes."""
+        ns = re.sub(r"[^A-Za-z0-9]", "_", self.namespace)
+        return f"{kind.capitalize()}_{ns}"
+
+    @property
+    def services_state_dir(self) -> Path:
+        return self.services.state_dir or (self.data_dir / "services")
+
+    @property
+    def llm_cache_dir(self) -> Path:
+        return self.llm.cache_dir or (self.data_dir / "llm-cache")
+
+    @property
+    def snapshots_dir(self) -> Path:
+        return self.data_dir / self.namespace / "snapshots"
+
+
+def _format_validation_error(err: ValidationError) -> str:
+    lines = ["invalid settings:"]
+    for e in err.errors():
+        path = "__".join(str(p) for p in e["loc"])
+        env = f"KGRAG_{path.upper()}" if path else "KGRAG_*"
+        lines.append(f"  {path or '<root>'} ({env}): {e['msg']}; got {e.get('input')!r}")
+    return "\n".join(lines)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build settings, turning validation errors into a ConfigError naming each setting."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as e:
+        raise ConfigError(_format_validation_error(e)) from e
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once (tests call ``get_settings.cache_clear()``)."""
+    return load_settings()

@@ -1,0 +1,1 @@
+"""Test and benchmark support shipped with the package (scripted LLM server)."""

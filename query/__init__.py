@@ -1,0 +1,1 @@
+"""Query service: local, global, basic and trend search over the latest snapshot."""

@@ -1,0 +1,1 @@
+"""Stream topology: the faust app, topics, record schemas and codecs."""
