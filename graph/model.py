@@ -88,3 +88,14 @@ class ChunkExtraction:
     claims: tuple[ClaimMention, ...] = ()
     mode: ExtractionMode = "offline"
     dropped_records: int = 0  # malformed records the parser discarded
+
+
+@dataclass(frozen=True, slots=True)
+class Community:
+    """One community of one level of the hierarchy (level 0 is the coarsest)."""
+
+    id: str  # stable id, kept across runs by member-overlap matching ("c-…")
+    level: int
+    parent: str | None  # id of the enclosing community one level up
+    children: tuple[str, ...]  # ids one level down
+    entity_keys: frozenset[str]  # members (entity keys)

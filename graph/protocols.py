@@ -1,0 +1,63 @@
+"""Small I/O protocols the pure logic is written against.
+
+Concrete clients (the ``openai`` client, Weaviate, the snapshot directory) are built once at
+start-up and passed in, so ``graph/`` never imports a network library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResult:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False  # served from the persistent response cache
+
+
+class LLM(Protocol):
+    """A chat model. Implementations retry transient failures themselves and raise
+    ``kgrag.llm.LLMError`` when they give up."""
+
+    async def chat(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        json_mode: bool = False,
+        max_tokens: int | None = None,
+        purpose: str = "chat",
+    ) -> ChatResult: ...
+
+
+class Embedder(Protocol):
+    """Turns texts into vectors of a fixed dimension."""
+
+    @property
+    def dimensions(self) -> int: ...
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class VectorHit:
+    key: str  # the record's own id (chunk id, entity key, community id)
+    distance: float
+    properties: dict[str, Any]
+
+
+class VectorStore(Protocol):
+    """Upserts and nearest-neighbour search over one kind of record."""
+
+    async def upsert(
+        self, kind: str, items: Sequence[tuple[str, list[float], dict[str, Any]]]
+    ) -> None: ...
+
+    async def delete(self, kind: str, keys: Sequence[str]) -> None: ...
+
+    async def search(
+        self, kind: str, vector: list[float], limit: int, filters: dict[str, Any] | None = None
+    ) -> list[VectorHit]: ...
