@@ -13,6 +13,7 @@ import unicodedata
 
 _PUNCT = re.compile(r"[^\w\s&]+", re.UNICODE)
 _SPACE = re.compile(r"\s+")
+_POSSESSIVE = re.compile(r"['\u2019]s\b")
 _LEADING_THE = re.compile(r"^the\s+")
 REL_SEPARATOR = "\u241e"  # a character names never contain after normalisation
 
@@ -20,7 +21,7 @@ REL_SEPARATOR = "\u241e"  # a character names never contain after normalisation
 def entity_key(name: str) -> str:
     """Normalised entity name; empty when the name has no letters or digits."""
     text = unicodedata.normalize("NFKC", name).casefold()
-    text = text.replace("'s ", " ").replace("\u2019s ", " ")
+    text = _POSSESSIVE.sub("", text)
     text = _PUNCT.sub(" ", text)
     text = _SPACE.sub(" ", text).strip()
     text = _LEADING_THE.sub("", text)
