@@ -1,0 +1,166 @@
+"""Start, find and stop the background processes the launcher owns.
+
+Each service has a state directory holding ``service.json`` (pid, ports, version, the
+command line it was started with). ``down`` only signals a pid whose live command line still
+matches the recorded one, so a recycled pid of someone else's process is never killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import orjson
+
+from kgrag.errors import MissingToolError, PortInUseError, ServiceError
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceRecord:
+    name: str
+    pid: int
+    ports: dict[str, int]
+    version: str
+    argv: list[str]
+    started_at: float
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(orjson.dumps(asdict(self), option=orjson.OPT_INDENT_2))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> ServiceRecord | None:
+        try:
+            data = orjson.loads(path.read_bytes())
+            return cls(**data)
+        except (OSError, orjson.JSONDecodeError, TypeError):
+            return None
+
+
+def require_tool(tool: str, hint: str) -> str:
+    found = shutil.which(tool)
+    if not found:
+        raise MissingToolError(tool, hint)
+    return found
+
+
+def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        return s.connect_ex((host, port)) == 0
+
+
+def ensure_ports_free(ports: Mapping[str, int], service: str) -> None:
+    """Raise PortInUseError naming the setting that moves the first taken port."""
+    for setting, port in ports.items():
+        if port_open(port):
+            raise PortInUseError(port, service, setting)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    state = _proc_state(pid)
+    return state not in {"Z", "X"}
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else ""
+
+
+def cmdline_matches(pid: int, argv: Sequence[str]) -> bool:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    live = [p.decode(errors="replace") for p in raw.split(b"\0") if p]
+    return bool(live) and bool(argv) and Path(live[0]).name == Path(argv[0]).name
+
+
+def owned_alive(record: ServiceRecord | None) -> bool:
+    return record is not None and pid_alive(record.pid) and cmdline_matches(record.pid, record.argv)
+
+
+def spawn(argv: Sequence[str], *, log_path: Path, env: Mapping[str, str], cwd: Path) -> int:
+    """Start a detached process (own session) logging to ``log_path``; return its pid."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            list(argv),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+    return proc.pid
+
+
+def stop_pid(pid: int, timeout: float = 20.0) -> None:
+    """SIGTERM, then SIGKILL after ``timeout``; reap if it is our child."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _reap(pid)
+        if not pid_alive(pid):
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    for _ in range(50):
+        _reap(pid)
+        if not pid_alive(pid):
+            return
+        time.sleep(0.1)
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def wait_until(
+    check: Callable[[], bool],
+    *,
+    timeout: float,
+    what: str,
+    alive: Callable[[], bool] | None = None,
+    log_path: Path | None = None,
+    interval: float = 0.5,
+) -> None:
+    """Poll ``check`` until true; fail early if the process died, quoting its log tail."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if alive is not None and not alive():
+            raise ServiceError(f"{what}: the process exited during start-up{_tail(log_path)}")
+        time.sleep(interval)
+    raise ServiceError(f"{what}: not ready after {timeout:.0f}s{_tail(log_path)}")
+
+
+def _tail(log_path: Path | None, lines: int = 15) -> str:
+    if log_path is None or not log_path.exists():
+        return ""
+    text = log_path.read_text(errors="replace").splitlines()[-lines:]
+    return f"; last lines of {log_path}:\n" + "\n".join(text)
