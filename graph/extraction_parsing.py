@@ -48,8 +48,10 @@ _SPACE = re.compile(r"\s+")
 _QUOTE_PAIRS = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’"}
 _NUMBER = re.compile(r"([+-]?\d+(?:\.\d+)?)(?:\s*/\s*(\d+(?:\.\d+)?))?")
 _NUMBER_WORDS = {
-    w: float(i + 1)
-    for i, w in enumerate("one two three four five six seven eight nine ten".split())
+    word: float(i)
+    for i, word in enumerate(
+        ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"), start=1
+    )
 }
 _STATUSES = frozenset({"TRUE", "FALSE", "SUSPECTED"})
 _NONE_WORDS = frozenset({"", "none", "null", "n/a", "unknown"})
