@@ -1,0 +1,216 @@
+"""Materiality: which community reports must be regenerated, and how stale the others are.
+
+Evidence is what a report could be written from: the distinct descriptions of the community's
+members, the distinct descriptions of its internal relationships and the claims about its
+members. Each item is reduced to a fingerprint, a 64-bit BLAKE2b hash of
+``kind | owner | normalised text`` (case, Unicode form, whitespace and trailing punctuation do
+not matter). Another mention of a known fact yields the same fingerprint and adds nothing; the
+same sentence about another entity is another fact. Only extracted inputs are fingerprinted,
+never LLM summaries: a paraphrase is not news.
+
+A report remembers the basis it was written from (:class:`ReportBasis`): the members, the
+evidence set of the whole community at that time (even when its context had to be truncated,
+otherwise a large community would look stale forever) and the child reports its context used.
+
+``unreflected(current, reflected) = |current − reflected| / max(1, |current|)``: the share of
+today's evidence the report has not seen. A report is regenerated when
+
+1. there is none, or its members differ from the members it was written for;
+2. its unreflected share exceeds the materiality threshold; or
+3. a child report its context used is regenerated in this run.
+
+Levels are decided from the leaves up so (3) sees the children's decisions. After the run a
+regenerated report reflects everything (0.0) and every other one is at most the threshold.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from graph.model import Community
+from graph.report_context import ReportClaim
+
+EvidenceSet = frozenset[str]  # fingerprints, 16 hex characters each
+Reason = Literal["no_report", "membership_changed", "new_evidence", "child_report_regenerated"]
+
+_FP_BYTES = 8
+_SPACE = re.compile(r"\s+")
+_TRAILING = re.compile(r"[\s.;,:!]+$")
+
+
+class EvidenceError(ValueError):
+    """Evidence inputs or settings that cannot be used (e.g. a threshold outside (0, 1])."""
+
+
+def normalise_fact(text: str) -> str:
+    """The form two mentions of the same fact share."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return _TRAILING.sub("", _SPACE.sub(" ", folded).strip())
+
+
+def fingerprint(kind: str, owner: str, text: str) -> str:
+    """Short, stable hash of one fact about one owner (entity key or sorted key pair)."""
+    payload = "\x00".join((kind, owner, normalise_fact(text))).encode("utf-8")
+    return hashlib.blake2b(payload, digest_size=_FP_BYTES).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class EntityFacts:
+    key: str  # entity key
+    descriptions: tuple[str, ...]  # the distinct extracted descriptions, not the summary
+
+
+@dataclass(frozen=True, slots=True)
+class RelationshipFacts:
+    source: str  # entity key
+    target: str  # entity key
+    descriptions: tuple[str, ...]  # extracted descriptions, not the summary
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceGraph:
+    """Fingerprints per entity and per undirected edge; build once per run."""
+
+    entity_facts: Mapping[str, frozenset[str]]
+    edge_facts: Mapping[str, Mapping[str, frozenset[str]]]  # key -> neighbour key -> facts
+
+    @classmethod
+    def build(
+        cls,
+        entities: Iterable[EntityFacts],
+        relationships: Iterable[RelationshipFacts],
+        claims: Iterable[ReportClaim] = (),
+    ) -> EvidenceGraph:
+        facts: dict[str, set[str]] = {}
+        for ent in entities:
+            bucket = facts.setdefault(ent.key, set())
+            bucket.update(fingerprint("entity", ent.key, d) for d in ent.descriptions)
+        for claim in claims:
+            text = f"{claim.type} {claim.status} {claim.description}"
+            facts.setdefault(claim.subject, set()).add(fingerprint("claim", claim.subject, text))
+        edges: dict[str, dict[str, set[str]]] = {}
+        for rel in relationships:
+            a, b = sorted((rel.source, rel.target))
+            prints = {fingerprint("relationship", f"{a}\x00{b}", d) for d in rel.descriptions}
+            edges.setdefault(a, {}).setdefault(b, set()).update(prints)
+            edges.setdefault(b, {}).setdefault(a, set()).update(prints)
+        return cls(
+            entity_facts={k: frozenset(v) for k, v in facts.items()},
+            edge_facts={k: {n: frozenset(f) for n, f in v.items()} for k, v in edges.items()},
+        )
+
+    def community_evidence(self, members: frozenset[str]) -> EvidenceSet:
+        """Facts of the members and of the edges between them."""
+        out: set[str] = set()
+        for key in members:
+            out.update(self.entity_facts.get(key, ()))
+            for neighbour, prints in self.edge_facts.get(key, {}).items():
+                if neighbour in members:
+                    out.update(prints)
+        return frozenset(out)
+
+
+def unreflected(current: EvidenceSet, reflected: EvidenceSet) -> float:
+    """Share of ``current`` evidence missing from ``reflected``: |current − reflected| / max(1,
+    |current|). Facts that disappeared since do not count; 0.0 means fully reflected."""
+    return len(current - reflected) / max(1, len(current))
+
+
+def pack_evidence(evidence: EvidenceSet) -> str:
+    """Compact text form for snapshots: base64 of the sorted 8-byte fingerprints."""
+    raw = b"".join(bytes.fromhex(fp) for fp in sorted(evidence))
+    return base64.b64encode(raw).decode("ascii")
+
+
+def unpack_evidence(packed: str) -> EvidenceSet:
+    try:
+        raw = base64.b64decode(packed.encode("ascii"), validate=True)
+    except (ValueError, UnicodeEncodeError) as e:
+        raise EvidenceError(f"packed evidence is not base64: {packed[:40]!r}") from e
+    if len(raw) % _FP_BYTES:
+        raise EvidenceError(f"packed evidence has {len(raw)} bytes, not a multiple of 8")
+    return frozenset(raw[i : i + _FP_BYTES].hex() for i in range(0, len(raw), _FP_BYTES))
+
+
+@dataclass(frozen=True, slots=True)
+class ReportBasis:
+    """What an existing report was written from."""
+
+    members: frozenset[str]
+    evidence: EvidenceSet
+    used_child_reports: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    community_id: str
+    level: int
+    regenerate: bool
+    reason: Reason | None  # None when the report is kept
+    unreflected_before: float  # against the existing report (1.0 when there is none)
+    unreflected_after: float  # what the snapshot records once regenerated reports are written
+
+
+@dataclass(frozen=True, slots=True)
+class RegenerationPlan:
+    decisions: tuple[Decision, ...]  # deepest level first: regenerate in this order
+
+    @property
+    def to_regenerate(self) -> tuple[str, ...]:
+        return tuple(d.community_id for d in self.decisions if d.regenerate)
+
+    @property
+    def unreflected_after(self) -> dict[str, float]:
+        return {d.community_id: d.unreflected_after for d in self.decisions}
+
+
+def _own_reason(
+    community: Community, basis: ReportBasis | None, share: float, threshold: float
+) -> Reason | None:
+    if basis is None:
+        return "no_report"
+    if basis.members != community.entity_keys:
+        return "membership_changed"
+    if share > threshold:
+        return "new_evidence"
+    return None
+
+
+def decide_regeneration(
+    communities: Iterable[Community],
+    evidence: Mapping[str, EvidenceSet],
+    reports: Mapping[str, ReportBasis],
+    *,
+    threshold: float,
+) -> RegenerationPlan:
+    """Decide, leaves first, which reports to regenerate and why (see the module docstring).
+
+    ``evidence`` holds each community's current evidence (missing means none); ``reports``
+    the basis of each existing report by community id; ``threshold`` is
+    ``settings.community.materiality_threshold``.
+    """
+    if not 0 < threshold <= 1:
+        raise EvidenceError(f"materiality threshold must be in (0, 1], got {threshold}")
+    ordered = sorted(communities, key=lambda c: (-c.level, c.id))
+    regenerated: set[str] = set()
+    decisions: list[Decision] = []
+    for community in ordered:
+        basis = reports.get(community.id)
+        current = evidence.get(community.id, frozenset())
+        share = 1.0 if basis is None else unreflected(current, basis.evidence)
+        reason = _own_reason(community, basis, share, threshold)
+        if reason is None and basis is not None and regenerated & set(basis.used_child_reports):
+            reason = "child_report_regenerated"
+        if reason is not None:
+            regenerated.add(community.id)
+        after = 0.0 if reason is not None else share
+        decisions.append(
+            Decision(community.id, community.level, reason is not None, reason, share, after)
+        )
+    return RegenerationPlan(tuple(decisions))

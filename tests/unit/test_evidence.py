@@ -1,0 +1,206 @@
+"""Materiality: new facts make a report stale, repeated facts do not; parents follow children."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import pytest
+
+from graph.evidence import (
+    EntityFacts,
+    EvidenceError,
+    EvidenceGraph,
+    RegenerationPlan,
+    RelationshipFacts,
+    ReportBasis,
+    decide_regeneration,
+    fingerprint,
+    pack_evidence,
+    unpack_evidence,
+    unreflected,
+)
+from graph.model import Community
+from graph.report_context import ReportClaim
+
+THRESHOLD = 0.2
+
+
+def graph_of(
+    descriptions: dict[str, list[str]],
+    edges: dict[tuple[str, str], list[str]] | None = None,
+    claims: Sequence[ReportClaim] = (),
+) -> EvidenceGraph:
+    return EvidenceGraph.build(
+        [EntityFacts(k, tuple(v)) for k, v in descriptions.items()],
+        [RelationshipFacts(a, b, tuple(v)) for (a, b), v in (edges or {}).items()],
+        claims,
+    )
+
+
+BASE = {
+    "acme": ["Acme is a steel maker.", "Acme is based in Ohio."],
+    "bolt": ["Bolt is a rail operator."],
+    "crane": ["Crane is a bank."],
+}
+BASE_EDGES = {("acme", "bolt"): ["Acme supplies rails to Bolt."]}
+MEMBERS = frozenset({"acme", "bolt", "crane"})
+
+
+def community(cid: str = "c1", members: frozenset[str] = MEMBERS, level: int = 0) -> Community:
+    return Community(cid, level, None, (), members)
+
+
+def decide_one(
+    graph: EvidenceGraph, basis: ReportBasis | None, c: Community | None = None
+) -> tuple[bool, str | None, float]:
+    c = c or community()
+    plan = decide_regeneration(
+        [c],
+        {c.id: graph.community_evidence(c.entity_keys)},
+        {c.id: basis} if basis else {},
+        threshold=THRESHOLD,
+    )
+    (d,) = plan.decisions
+    return d.regenerate, d.reason, d.unreflected_after
+
+
+def basis_now(graph: EvidenceGraph, members: frozenset[str] = MEMBERS) -> ReportBasis:
+    return ReportBasis(members, graph.community_evidence(members))
+
+
+class TestFingerprints:
+    def test_another_mention_of_a_known_fact_is_not_new(self) -> None:
+        a = fingerprint("entity", "acme", "Acme is a steel maker.")
+        assert a == fingerprint("entity", "acme", "  ACME is a   steel maker ")
+        assert a != fingerprint("entity", "bolt", "Acme is a steel maker.")
+        assert a != fingerprint("entity", "acme", "Acme is a steel trader.")
+
+    def test_evidence_covers_members_internal_edges_and_claims(self) -> None:
+        claim = ReportClaim("k1", 1, "crane", "fraud", "SUSPECTED", "Crane hid losses.")
+        graph = graph_of(BASE, {**BASE_EDGES, ("crane", "zed"): ["Crane lends to Zed."]}, [claim])
+        facts = graph.community_evidence(MEMBERS)
+        assert len(facts) == 4 + 1 + 1  # descriptions, the internal edge, the claim
+        assert len(graph.community_evidence(MEMBERS | {"zed"})) == 7
+
+    def test_pack_round_trip_and_bad_input(self) -> None:
+        facts = graph_of(BASE, BASE_EDGES).community_evidence(MEMBERS)
+        packed = pack_evidence(facts)
+        assert unpack_evidence(packed) == facts
+        assert len(packed) < 16 * len(facts)
+        with pytest.raises(EvidenceError):
+            unpack_evidence("not base64!")
+        with pytest.raises(EvidenceError):
+            unpack_evidence("AAAA")  # 3 bytes
+
+
+class TestUnreflected:
+    def test_share_of_current_missing_from_report(self) -> None:
+        assert unreflected(frozenset("abcd"), frozenset("ab")) == 0.5
+        assert unreflected(frozenset("ab"), frozenset("abxyz")) == 0.0
+        assert unreflected(frozenset(), frozenset()) == 0.0
+
+
+class TestDecisions:
+    def test_new_fact_makes_the_report_stale(self) -> None:
+        pair = frozenset({"bolt", "crane"})
+        basis = basis_now(graph_of(BASE, BASE_EDGES), pair)
+        news = {**BASE, "crane": ["Crane is a bank.", "Crane was fined in May."]}
+        regenerate, reason, left = decide_one(
+            graph_of(news, BASE_EDGES), basis, community(members=pair)
+        )
+        assert (regenerate, reason, left) == (True, "new_evidence", 0.0)
+
+    def test_repeated_fact_does_not(self) -> None:
+        basis = basis_now(graph_of(BASE, BASE_EDGES))
+        again = {**BASE, "crane": ["Crane is a bank.", "CRANE is a bank"]}
+        regenerate, reason, left = decide_one(graph_of(again, BASE_EDGES), basis)
+        assert (regenerate, reason, left) == (False, None, 0.0)
+
+    def test_small_news_below_threshold_is_recorded_not_regenerated(self) -> None:
+        big = {f"e{i}": [f"E{i} is firm number {i}."] for i in range(9)}
+        members = frozenset(big)
+        basis = basis_now(graph_of(big), members)
+        big["e0"] = [*big["e0"], "E0 opened a plant."]
+        regenerate, _, left = decide_one(graph_of(big), basis, community(members=members))
+        assert not regenerate
+        assert left == pytest.approx(0.1)
+
+    def test_membership_change_triggers_even_without_new_facts(self) -> None:
+        graph = graph_of({**BASE, "dory": []}, BASE_EDGES)
+        basis = basis_now(graph)
+        moved = community(members=MEMBERS | {"dory"})
+        assert decide_one(graph, basis, moved)[:2] == (True, "membership_changed")
+
+    def test_community_without_report_is_generated(self) -> None:
+        assert decide_one(graph_of(BASE), None)[:2] == (True, "no_report")
+
+
+DORY = [f"Dory handled cargo {i}." for i in range(10)]
+
+
+def hierarchy() -> tuple[list[Community], dict[str, frozenset[str]]]:
+    members = {
+        "leaf-a": frozenset({"acme", "bolt"}),
+        "leaf-b": frozenset({"crane"}),
+        "mid": frozenset({"acme", "bolt", "crane"}),
+        "top": frozenset({"acme", "bolt", "crane", "dory"}),
+    }
+    comms = [
+        Community("leaf-a", 2, "mid", (), members["leaf-a"]),
+        Community("leaf-b", 2, "mid", (), members["leaf-b"]),
+        Community("mid", 1, "top", ("leaf-a", "leaf-b"), members["mid"]),
+        Community("top", 0, None, ("mid",), members["top"]),
+    ]
+    return comms, members
+
+
+class TestHierarchy:
+    def plan(
+        self, used: dict[str, tuple[str, ...]], descriptions: dict[str, list[str]]
+    ) -> RegenerationPlan:
+        comms, members = hierarchy()
+        old = graph_of({**BASE, "dory": DORY}, BASE_EDGES)
+        reports = {
+            cid: ReportBasis(m, old.community_evidence(m), used.get(cid, ()))
+            for cid, m in members.items()
+        }
+        new = graph_of(descriptions, BASE_EDGES)
+        evidence = {cid: new.community_evidence(m) for cid, m in members.items()}
+        return decide_regeneration(reversed(comms), evidence, reports, threshold=THRESHOLD)
+
+    NEWS = {**BASE, "dory": DORY, "crane": ["Crane is a bank.", "Crane failed."]}
+
+    def test_parent_follows_a_used_child_report_up_the_tree(self) -> None:
+        plan = self.plan({"mid": ("leaf-b",), "top": ("mid",)}, self.NEWS)
+        reasons = {d.community_id: d.reason for d in plan.decisions}
+        assert reasons["leaf-b"] == "new_evidence"
+        assert reasons["leaf-a"] is None
+        assert reasons["mid"] == "child_report_regenerated"  # 1/6 new: below the threshold
+        assert reasons["top"] == "child_report_regenerated"
+        assert plan.to_regenerate == ("leaf-b", "mid", "top")
+
+    def test_parent_that_used_elements_only_is_kept_when_news_is_diluted(self) -> None:
+        plan = self.plan({}, self.NEWS)
+        assert plan.to_regenerate == ("leaf-b",)
+        kept = {d.community_id: d.unreflected_after for d in plan.decisions if not d.regenerate}
+        assert kept["mid"] == pytest.approx(1 / 6)
+        assert kept["top"] == pytest.approx(1 / 16)
+
+    def test_children_are_decided_before_parents(self) -> None:
+        levels = [d.level for d in self.plan({}, self.NEWS).decisions]
+        assert levels == sorted(levels, reverse=True)
+
+    def test_nothing_stays_above_the_threshold_after_a_run(self) -> None:
+        rng = random.Random(3)
+        for _ in range(30):
+            descriptions = {
+                k: [f"{k} fact {rng.randrange(4)}" for _ in range(rng.randrange(1, 4))]
+                for k in ("acme", "bolt", "crane", "dory")
+            }
+            plan = self.plan({"top": ("mid",)}, descriptions)
+            assert all(0.0 <= v <= THRESHOLD for v in plan.unreflected_after.values())
+
+    def test_threshold_outside_range_is_rejected(self) -> None:
+        with pytest.raises(EvidenceError, match="threshold"):
+            decide_regeneration([], {}, {}, threshold=0.0)
