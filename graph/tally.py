@@ -1,0 +1,173 @@
+"""Bounded counters that stay invertible: the building blocks of merged graph rows.
+
+A hub entity is named in thousands of chunks, but its table row must stay a few KB, so every
+per-value count it keeps is capped. Two structures, both pure and immutable:
+
+``Tally`` — value → number of live chunks supporting it, at most ``cap`` values, plus
+``overflow``, the supports of values not kept. When a new value arrives and the tally is
+full, it replaces the *weakest* kept value only if that one has a single support and a larger
+rank (a stable 64-bit hash of the text) than the newcomer; otherwise the newcomer is counted
+in ``overflow``. So a value confirmed by several chunks is never pushed out by a newcomer
+("keep the most supported"), and among single-support values the kept ones are those of
+smallest rank — a bottom-k sample, which is the same whatever the arrival order.
+Removing a value decrements it if kept, else decrements ``overflow``.
+
+``DayWindow`` — mentions per day (date ordinals) for the ``cap`` most recent distinct days;
+mentions on older days are folded into ``older`` with the range of their days
+(``older_first``/``older_last``). A new day past a full window evicts the oldest day.
+
+Exactness. Totals are always exact: ``sum(counts) + overflow`` (and ``sum(days) + older``)
+equals the number of live supports under any sequence of adds and removes. Below the caps
+every count is exact and ``remove(add(x)) == x``. At the caps some detail is lost, on
+purpose: an evicted value or day keeps only its count in ``overflow``/``older`` and does not
+come back when the newcomer that evicted it is removed; a value that overflowed stays out even
+if it later gathers more support than a kept one; ``older_first`` is a lower bound (and
+``older_last`` an upper bound) of the folded days until ``older`` drops to zero. Insert-only
+streams keep the same window whatever their order; a tally with repeated values beyond its cap
+may depend on arrival order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import date
+
+from graph.merge_errors import RetractionError
+
+
+def rank(value: str) -> int:
+    """Stable priority of a value among equals (Python's ``hash`` differs per process)."""
+    return int.from_bytes(hashlib.blake2b(value.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """Capped multiset of strings; ``items`` sorted by value so equal tallies compare equal."""
+
+    items: tuple[tuple[str, int], ...] = ()
+    overflow: int = 0
+
+    def count(self, value: str) -> int:
+        return dict(self.items).get(value, 0)
+
+    @property
+    def total(self) -> int:
+        return sum(c for _, c in self.items) + self.overflow
+
+    def most_common(self) -> str | None:
+        """The most supported kept value; ties go to the smallest value (deterministic)."""
+        if not self.items:
+            return None
+        return min(self.items, key=lambda item: (-item[1], item[0]))[0]
+
+    def values(self) -> tuple[str, ...]:
+        return tuple(v for v, _ in self.items)
+
+
+def _weakest(counts: dict[str, int]) -> str:
+    """Fewest supports first, then largest rank: the first value to give way."""
+    return min(counts, key=lambda v: (counts[v], -rank(v)))
+
+
+def tally_add(tally: Tally, value: str, *, cap: int) -> Tally:
+    """One more chunk supports ``value``."""
+    counts = dict(tally.items)
+    overflow = tally.overflow
+    if value in counts:
+        counts[value] += 1
+    elif len(counts) < cap:
+        counts[value] = 1
+    else:
+        weakest = _weakest(counts) if counts else None
+        if weakest is not None and counts[weakest] == 1 and rank(value) < rank(weakest):
+            del counts[weakest]
+            counts[value] = 1
+        overflow += 1  # either the newcomer or the value it evicted is no longer kept
+    return Tally(tuple(sorted(counts.items())), overflow)
+
+
+def tally_remove(tally: Tally, value: str) -> Tally:
+    """One chunk no longer supports ``value``."""
+    counts = dict(tally.items)
+    overflow = tally.overflow
+    if value in counts:
+        counts[value] -= 1
+        if counts[value] == 0:
+            del counts[value]
+    elif overflow > 0:
+        overflow -= 1
+    else:
+        raise RetractionError(f"value {value[:80]!r} was never counted")
+    return Tally(tuple(sorted(counts.items())), overflow)
+
+
+@dataclass(frozen=True, slots=True)
+class DayWindow:
+    """Mentions per day for the most recent days, older mentions folded into one bucket."""
+
+    days: tuple[tuple[int, int], ...] = ()  # (date ordinal, mentions), ascending
+    older: int = 0
+    older_first: int | None = None
+    older_last: int | None = None
+
+    @property
+    def total(self) -> int:
+        return sum(c for _, c in self.days) + self.older
+
+    @property
+    def first_seen(self) -> date | None:
+        if self.older and self.older_first is not None:
+            return date.fromordinal(self.older_first)
+        return date.fromordinal(self.days[0][0]) if self.days else None
+
+    @property
+    def last_seen(self) -> date | None:
+        if self.days:
+            return date.fromordinal(self.days[-1][0])
+        if self.older and self.older_last is not None:
+            return date.fromordinal(self.older_last)
+        return None
+
+    def per_day(self) -> dict[date, int]:
+        return {date.fromordinal(d): c for d, c in self.days}
+
+
+def _fold_older(window: DayWindow, day: int, mentions: int) -> tuple[int, int, int]:
+    first = day if window.older_first is None else min(window.older_first, day)
+    last = day if window.older_last is None else max(window.older_last, day)
+    return window.older + mentions, first, last
+
+
+def day_add(window: DayWindow, day: int, *, cap: int) -> DayWindow:
+    """One more mention on ``day`` (a date ordinal)."""
+    counts = dict(window.days)
+    older, first, last = window.older, window.older_first, window.older_last
+    if day in counts:
+        counts[day] += 1
+    elif len(counts) < cap:
+        counts[day] = 1
+    elif day < min(counts):
+        older, first, last = _fold_older(window, day, 1)
+    else:
+        oldest = min(counts)
+        older, first, last = _fold_older(window, oldest, counts.pop(oldest))
+        counts[day] = 1
+    return DayWindow(tuple(sorted(counts.items())), older, first, last)
+
+
+def day_remove(window: DayWindow, day: int) -> DayWindow:
+    """One mention on ``day`` retracted."""
+    counts = dict(window.days)
+    older, first, last = window.older, window.older_first, window.older_last
+    if day in counts:
+        counts[day] -= 1
+        if counts[day] == 0:
+            del counts[day]
+    elif older > 0:
+        older -= 1
+        if older == 0:
+            first = last = None
+    else:
+        raise RetractionError(f"no mention on {date.fromordinal(day).isoformat()} to retract")
+    return DayWindow(tuple(sorted(counts.items())), older, first, last)
