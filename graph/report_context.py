@@ -234,7 +234,8 @@ class _Rows:
         return self.cost("c", c.key, lambda: self.claim(c))
 
     def report_cost(self, r: ChildReport) -> int:
-        return self.cost("p", r.community_id, lambda: self.report(r))
+        key = f"{r.community_id}\x00{r.human_readable_id}\x00{r.title}\x00{r.content}"
+        return self.cost("p", key, lambda: self.report(r))
 
     def header_cost(self, section: str) -> int:
         return self.cost("h", section, lambda: _section_header(section)) + 1
@@ -369,16 +370,105 @@ def _substitutable(
 
 
 def _without_children(
-    graph: ReportGraph, rows: _Rows, community: Community, substituted: Sequence[Community]
+    graph: ReportGraph,
+    rows: _Rows,
+    community: Community,
+    edges: Sequence[ReportRelationship],
+    substituted: Sequence[Community],
 ) -> list[_Group]:
     """The parent's elements once the substituted children's element lists are removed."""
     owner = {key: child.id for child in substituted for key in child.entity_keys}
-    edges = [
-        r
-        for r in graph.internal_edges(community.entity_keys)
-        if not (r.source in owner and owner[r.source] == owner.get(r.target))
-    ]
-    return _groups(graph, rows, community.entity_keys - owner.keys(), edges)
+    kept = [r for r in edges if not (r.source in owner and owner[r.source] == owner.get(r.target))]
+    return _groups(graph, rows, community.entity_keys - owner.keys(), kept)
+
+
+def _savings(
+    graph: ReportGraph,
+    rows: _Rows,
+    edges: Sequence[ReportRelationship],
+    children: Sequence[Community],
+) -> list[int]:
+    """Tokens each child's element list takes in the parent's context (rows it would drop).
+
+    Computed once, so finding how many children to substitute is one pass, not one context
+    build per candidate: a level-0 community can have hundreds of children.
+    """
+    index = {child.id: i for i, child in enumerate(children)}
+    owner = {key: child.id for child in children for key in child.entity_keys}
+    saved = [0] * len(children)
+    for i, child in enumerate(children):
+        ents = [graph.entities[k] for k in child.entity_keys if k in graph.entities]
+        claims = [c for e in ents for c in graph.claims_by_entity.get(e.key, ())]
+        saved[i] = _members_cost(rows, ents, claims)
+    for rel in edges:
+        child_id = owner.get(rel.source)
+        if child_id is not None and child_id == owner.get(rel.target):
+            saved[index[child_id]] += rows.relationship_cost(rel)
+    return saved
+
+
+def _substitution_count(
+    rows: _Rows,
+    full_cost: int,
+    saved: Sequence[int],
+    reports: Sequence[ChildReport],
+    max_tokens: int,
+) -> int | None:
+    """Smallest k such that the first k children's reports in place of their elements fit."""
+    cost = full_cost + rows.header_cost("Reports")
+    for k, (saving, report) in enumerate(zip(saved, reports, strict=True), start=1):
+        cost += rows.report_cost(report) - saving
+        if cost <= max_tokens:
+            return k
+    return None
+
+
+class ReportContextBuilder:
+    """Builds the contexts of one run's communities over one graph.
+
+    Row token counts are remembered across communities: every level shows the same entity and
+    relationship rows, so each row is counted once per run instead of once per level.
+    """
+
+    def __init__(self, graph: ReportGraph, count_tokens: TokenCounter) -> None:
+        self.graph = graph
+        self._count = count_tokens
+        self._rows = _Rows(graph, count_tokens)
+
+    def build(
+        self,
+        community: Community,
+        *,
+        max_tokens: int,
+        sub_communities: Mapping[str, Community] | None = None,
+        child_reports: Mapping[str, ChildReport] | None = None,
+    ) -> ReportContext:
+        """The report context of ``community`` within ``max_tokens`` (see the module docstring).
+
+        ``sub_communities`` must hold the records of the community's children when it has
+        any; ``child_reports`` holds the reports available for substitution (children without
+        a report keep their elements).
+        """
+        if max_tokens <= 0:
+            raise ReportContextError(f"max_tokens must be positive, got {max_tokens}")
+        graph, rows, count = self.graph, self._rows, self._count
+        edges = graph.internal_edges(community.entity_keys)
+        groups = _groups(graph, rows, community.entity_keys, edges)
+        headers = _headers_cost(rows, groups, ())
+        if not community.children or _total(groups) + headers <= max_tokens:
+            sel = _Selection()
+            complete = _fill(groups, sel, max_tokens - headers)
+            return _finish(rows, sel, not complete, count, max_tokens)
+        children = _substitutable(community, sub_communities or {}, child_reports or {})
+        reports = [(child_reports or {})[c.id] for c in children]
+        saved = _savings(graph, rows, edges, children)
+        k = _substitution_count(rows, _total(groups) + headers, saved, reports, max_tokens)
+        if k is None:
+            return _overflow(graph, rows, community, edges, children, reports, count, max_tokens)
+        rest = _without_children(graph, rows, community, edges, children[:k])
+        sel = _Selection(reports=list(reports[:k]))
+        complete = _fill(rest, sel, max_tokens - _headers_cost(rows, rest, reports[:k]))
+        return _finish(rows, sel, not complete, count, max_tokens)
 
 
 def build_report_context(
@@ -390,39 +480,20 @@ def build_report_context(
     sub_communities: Mapping[str, Community] | None = None,
     child_reports: Mapping[str, ChildReport] | None = None,
 ) -> ReportContext:
-    """The report context of ``community`` within ``max_tokens`` (see the module docstring).
-
-    ``sub_communities`` must hold the records of the community's children when it has any;
-    ``child_reports`` holds the reports available for substitution (children without a
-    report keep their elements).
-    """
-    if max_tokens <= 0:
-        raise ReportContextError(f"max_tokens must be positive, got {max_tokens}")
-    rows = _Rows(graph, count_tokens)
-    members = community.entity_keys
-    groups = _groups(graph, rows, members, graph.internal_edges(members))
-    budget = max_tokens - _headers_cost(rows, groups, ())
-    if not community.children or _total(groups) <= budget:
-        sel = _Selection()
-        complete = _fill(groups, sel, budget)
-        return _finish(rows, sel, not complete, count_tokens, max_tokens)
-    children = _substitutable(community, sub_communities or {}, child_reports or {})
-    reports = [(child_reports or {})[c.id] for c in children]
-    for k in range(1, len(children) + 1):
-        rest = _without_children(graph, rows, community, children[:k])
-        used = reports[:k]
-        cost = _total(rest) + sum(rows.report_cost(r) for r in used)
-        if cost + _headers_cost(rows, rest, used) <= max_tokens:
-            sel = _Selection(reports=list(used))
-            _fill(rest, sel, max_tokens)
-            return _finish(rows, sel, False, count_tokens, max_tokens)
-    return _overflow(graph, rows, community, children, reports, count_tokens, max_tokens)
+    """One context, no shared row counts; a run should use :class:`ReportContextBuilder`."""
+    return ReportContextBuilder(graph, count_tokens).build(
+        community,
+        max_tokens=max_tokens,
+        sub_communities=sub_communities,
+        child_reports=child_reports,
+    )
 
 
 def _overflow(
     graph: ReportGraph,
     rows: _Rows,
     community: Community,
+    edges: Sequence[ReportRelationship],
     children: Sequence[Community],
     reports: Sequence[ChildReport],
     count_tokens: TokenCounter,
@@ -430,7 +501,7 @@ def _overflow(
 ) -> ReportContext:
     """Even every report plus the rest does not fit: reports first, largest child first,
     then as many remaining elements as the budget allows."""
-    rest = _without_children(graph, rows, community, children)
+    rest = _without_children(graph, rows, community, edges, children)
     budget = max_tokens - _headers_cost(rows, rest, reports)
     sel = _Selection()
     for report in reports:

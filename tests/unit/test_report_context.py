@@ -13,6 +13,7 @@ from graph.model import Community
 from graph.report_context import (
     ChildReport,
     ReportClaim,
+    ReportContextBuilder,
     ReportContextError,
     ReportEntity,
     ReportGraph,
@@ -284,6 +285,25 @@ class TestHigherLevelContext:
         assert ctx.truncated
         assert ctx.token_count <= 25
         assert ctx.used_child_reports in {(), ("c-big",)}
+
+    def test_one_builder_for_a_whole_run_gives_the_same_contexts(self) -> None:
+        graph = make_graph(PARENT_EDGES)
+        parent, subs, reports = family()
+        builder = ReportContextBuilder(graph, count_tokens)
+        for budget in (60, 120, 10_000):
+            for c in (subs["c-big"], subs["c-small"], parent):
+                fresh = build_report_context(
+                    c,
+                    graph,
+                    max_tokens=budget,
+                    count_tokens=count_tokens,
+                    sub_communities=subs,
+                    child_reports=reports,
+                )
+                reused = builder.build(
+                    c, max_tokens=budget, sub_communities=subs, child_reports=reports
+                )
+                assert reused == fresh
 
     def test_unknown_child_is_a_typed_error(self) -> None:
         graph = make_graph(PARENT_EDGES)
