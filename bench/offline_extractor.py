@@ -1,0 +1,237 @@
+"""Offline extractor on the Reuters dev set: hubs, gold-people recall, speed.
+
+Usage: ``.venv/bin/python bench/offline_extractor.py [path.jsonl] [--sample 30]``
+
+Chunks every article (600/100 tokens, o200k_base, as in production), runs
+``graph.offline_extraction.extract_offline`` on every chunk, and reports:
+
+* the 50 entities with the most mentions (one mention = one chunk naming it) and how many of
+  them are boilerplate, judged by the list below, which is written independently of the
+  extractor's own stop lists (target: none);
+* recall of the people the gold ``people`` labels name, by surname, among the entity keys
+  extracted from the articles that carry the labels: strictly (person-typed entities) and
+  leniently (any type) (target: at least 80%);
+* per-type counts, docs/s of the extractor alone, and a seeded random sample of entities for
+  reading precision by eye.
+
+Skips cleanly (exit 0) when the data file is absent. Writes bench/results/offline_extractor.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import time
+from collections import Counter, defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from graph.chunking import chunk_document
+from graph.keys import entity_key
+from graph.model import Chunk, ChunkExtraction, Document
+from graph.offline_extraction import extract_offline
+from kgrag.tokenizer import get_encoding
+
+DATA = Path("/work/shared/data/reuters-1987-dev.jsonl")
+RESULT = Path(__file__).resolve().parent / "results" / "offline_extractor.json"
+
+# Written for this bench, not taken from the extractor: Reuters table words and trailers,
+# units, calendar words, bare corporate suffixes and generic words that a hub must not be.
+_BOILERPLATE_WORDS = """
+    shr shrs net qtr qtrs mln mlns dlr dlrs reuter reuters vs cts ct revs rev avg oper inc
+    corp co ltd plc cos pct billion bln million mths mth year years quarter note notes loss
+    profit income sales div qtly pay record prior tonnes tons stg yen marks francs cents
+    dollar dollars sterling ecu libor fob cif gmt est edt am pm nil unch total shares
+    january february march april may june july august september october november december
+    jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday
+    friday saturday sunday the a an in on at for it he she they we but and or of this that
+    first second third fourth new analysts officials sources company group bank government
+    chairman president minister spokesman mr mrs dr
+"""
+BOILERPLATE = frozenset(_BOILERPLATE_WORDS.split())
+
+
+def main() -> int:
+    args = _args()
+    if not args.data.exists():
+        print(f"skipped: {args.data} not found")
+        return 0
+    articles = [json.loads(line) for line in args.data.open(encoding="utf-8") if line.strip()]
+    if args.limit:
+        articles = articles[: args.limit]
+    chunks_by_doc = _chunk(articles)
+    n_chunks = sum(len(c) for c in chunks_by_doc.values())
+    started = time.perf_counter()
+    extractions = {d: [extract_offline(c) for c in cs] for d, cs in chunks_by_doc.items()}
+    elapsed = time.perf_counter() - started
+    result = _report(articles, extractions, n_chunks, elapsed, args.sample)
+    RESULT.parent.mkdir(parents=True, exist_ok=True)
+    RESULT.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"written {RESULT}")
+    return 0
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", nargs="?", type=Path, default=DATA)
+    parser.add_argument("--sample", type=int, default=30, help="random entities to print")
+    parser.add_argument("--limit", type=int, default=0, help="first N articles only")
+    return parser.parse_args()
+
+
+def _chunk(articles: list[dict[str, object]]) -> dict[str, list[Chunk]]:
+    enc = get_encoding("o200k_base")
+    result: dict[str, list[Chunk]] = {}
+    for a in articles:
+        doc = Document(
+            id=str(a["id"]),
+            title=str(a["title"]),
+            text=str(a["text"]),
+            published_at=str(a["published_at"]),
+        )
+        result[doc.id] = chunk_document(
+            doc, encode=enc.encode_ordinary, decode=enc.decode, size=600, overlap=100
+        )
+    return result
+
+
+def _report(
+    articles: list[dict[str, object]],
+    extractions: dict[str, list[ChunkExtraction]],
+    n_chunks: int,
+    elapsed: float,
+    sample: int,
+) -> dict[str, object]:
+    mentions: Counter[str] = Counter()
+    types: dict[str, Counter[str]] = defaultdict(Counter)
+    names: dict[str, str] = {}
+    descriptions: dict[str, str] = {}
+    n_relationships = 0
+    for exs in extractions.values():
+        for ex in exs:
+            n_relationships += len(ex.relationships)
+            for e in ex.entities:
+                key = entity_key(e.name)
+                mentions[key] += 1
+                types[key][e.type] += 1
+                names.setdefault(key, e.name)
+                descriptions.setdefault(key, e.description)
+    top = [
+        {
+            "name": names[k],
+            "key": k,
+            "type": types[k].most_common(1)[0][0],
+            "mentions": n,
+            "boilerplate": _is_boilerplate(k),
+        }
+        for k, n in mentions.most_common(50)
+    ]
+    per_type = Counter(t.most_common(1)[0][0] for t in types.values())
+    recall = _gold_recall(articles, extractions)
+    rng = random.Random(1987)
+    picked = rng.sample(sorted(mentions), min(sample, len(mentions)))
+    result: dict[str, object] = {
+        "articles": len(articles),
+        "chunks": n_chunks,
+        "entities": len(mentions),
+        "entity_mentions": sum(mentions.values()),
+        "relationship_mentions": n_relationships,
+        "entities_per_type": dict(per_type.most_common()),
+        "top50": top,
+        "top50_boilerplate": sum(1 for t in top if t["boilerplate"]),
+        "gold_people": recall,
+        "extract_seconds": round(elapsed, 3),
+        "docs_per_s": round(len(articles) / elapsed, 1) if elapsed else None,
+        "chunks_per_s": round(n_chunks / elapsed, 1) if elapsed else None,
+        "random_entities": [
+            {
+                "name": names[k],
+                "type": types[k].most_common(1)[0][0],
+                "mentions": mentions[k],
+                "description": descriptions[k][:120],
+            }
+            for k in picked
+        ],
+        "machine": f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpus, "
+        f"Python {platform.python_version()}".replace("  ", " "),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    _print(result)
+    return result
+
+
+def _is_boilerplate(key: str) -> bool:
+    words = key.split()
+    return not words or all(w in BOILERPLATE or w.isdigit() for w in words)
+
+
+def _gold_recall(
+    articles: list[dict[str, object]], extractions: dict[str, list[ChunkExtraction]]
+) -> dict[str, object]:
+    """Surname of each gold label (last part of "james-baker") among the article's keys."""
+    total = strict = lenient = in_text = 0
+    missed: list[str] = []
+    for a in articles:
+        people = a.get("people") or []
+        assert isinstance(people, list)
+        if not people:
+            continue
+        person_words: set[str] = set()
+        any_words: set[str] = set()
+        for ex in extractions.get(str(a["id"]), []):
+            for e in ex.entities:
+                words = entity_key(e.name).split()
+                any_words.update(words)
+                if e.type == "person":
+                    person_words.update(words)
+        text_words = set(entity_key(str(a["text"])).split())
+        for label in people:
+            surname = str(label).split("-")[-1]
+            total += 1
+            in_text += surname in text_words
+            strict += surname in person_words
+            lenient += surname in any_words
+            if surname not in person_words and surname in text_words:
+                missed.append(f"{label} ({a['id']})")
+    return {
+        "labels": total,
+        "surname_in_text": in_text,
+        "found_as_person": strict,
+        "found_any_type": lenient,
+        "recall_person_pct": round(100 * strict / total, 1) if total else None,
+        "recall_any_type_pct": round(100 * lenient / total, 1) if total else None,
+        "missed_examples": missed[:25],
+    }
+
+
+def _print(r: dict[str, object]) -> None:
+    print(
+        f"articles {r['articles']}  chunks {r['chunks']}  entities {r['entities']}  "
+        f"mentions {r['entity_mentions']}  relationship mentions {r['relationship_mentions']}"
+    )
+    print(f"per type {r['entities_per_type']}")
+    print("top 50 by mentions:")
+    for t in r["top50"]:  # type: ignore[attr-defined]
+        flag = "  <-- BOILERPLATE" if t["boilerplate"] else ""
+        print(f"  {t['mentions']:6}  {t['type']:12}  {t['name']}{flag}")
+    print(f"boilerplate in top 50: {r['top50_boilerplate']}")
+    g = r["gold_people"]
+    print(f"gold people: {g}")
+    print(
+        f"extractor alone: {r['extract_seconds']} s, {r['docs_per_s']} docs/s, "
+        f"{r['chunks_per_s']} chunks/s"
+    )
+    print("random entities:")
+    for e in r["random_entities"]:  # type: ignore[attr-defined]
+        print(f"  {e['type']:12} {e['mentions']:4}  {e['name']}  | {e['description'][:90]}")
+    print(f"{r['machine']}  {r['date']}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
