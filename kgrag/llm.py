@@ -213,14 +213,20 @@ class ResponseCache:
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / "responses.sqlite"
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
-        with self._lock:
+        try:
+            self._db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, text TEXT NOT NULL,"
                 " prompt_tokens INTEGER, completion_tokens INTEGER, created REAL)"
             )
             self._db.commit()
+        except sqlite3.Error as e:
+            raise LLMError(
+                f"LLM response cache {self.path} is unusable ({e}); delete it or set "
+                "KGRAG_LLM__CACHE_DIR elsewhere",
+                retryable=False,
+            ) from e
 
     def _get(self, key: str) -> ChatResult | None:
         with self._lock:
@@ -245,10 +251,19 @@ class ResponseCache:
         return cur.rowcount > 0
 
     async def get(self, key: str) -> ChatResult | None:
-        return await asyncio.to_thread(self._get, key)
+        """The cached answer, or None (also when the cache cannot be read: a broken cache
+        costs LLM calls, never answers)."""
+        try:
+            return await asyncio.to_thread(self._get, key)
+        except sqlite3.Error as e:
+            log.warning("LLM cache %s unreadable (%s); asking the model", self.path, e)
+            return None
 
     async def put(self, key: str, result: ChatResult) -> None:
-        await asyncio.to_thread(self._put, key, result)
+        try:
+            await asyncio.to_thread(self._put, key, result)
+        except sqlite3.Error as e:
+            log.warning("LLM cache %s not written (%s); the answer is still used", self.path, e)
 
     async def delete(self, key: str) -> bool:
         return await asyncio.to_thread(self._delete, key)
@@ -453,6 +468,12 @@ class OpenAILLM:
         if self.cache is not None:
             self.cache.close()
 
+    async def __aenter__(self) -> OpenAILLM:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
 
 # ---- embeddings ----------------------------------------------------------------------------
 
@@ -527,3 +548,9 @@ class OpenAIEmbedder:
 
     async def aclose(self) -> None:
         await self._client.close()
+
+    async def __aenter__(self) -> OpenAIEmbedder:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

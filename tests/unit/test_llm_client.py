@@ -173,6 +173,11 @@ class TestCache:
             a.close()
             b.close()
 
+    def test_corrupt_cache_file_is_reported_at_start(self, tmp_path: Path) -> None:
+        (tmp_path / "responses.sqlite").write_bytes(b"not a database" * 100)
+        with pytest.raises(LLMError, match="delete it"):
+            ResponseCache(tmp_path)
+
 
 class TestAccounting:
     async def test_concurrency_bound_is_respected(
