@@ -30,7 +30,8 @@ may depend on arrival order.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from bisect import bisect_left
+from dataclasses import dataclass, replace
 from datetime import date
 
 from graph.merge_errors import RetractionError
@@ -139,35 +140,39 @@ def _fold_older(window: DayWindow, day: int, mentions: int) -> tuple[int, int, i
     return window.older + mentions, first, last
 
 
+def _find(days: tuple[tuple[int, int], ...], day: int) -> tuple[int, bool]:
+    """Index where ``day`` is or would go, and whether it is there (days are sorted)."""
+    i = bisect_left(days, (day, 0))
+    return i, i < len(days) and days[i][0] == day
+
+
 def day_add(window: DayWindow, day: int, *, cap: int) -> DayWindow:
     """One more mention on ``day`` (a date ordinal)."""
-    counts = dict(window.days)
-    older, first, last = window.older, window.older_first, window.older_last
-    if day in counts:
-        counts[day] += 1
-    elif len(counts) < cap:
-        counts[day] = 1
-    elif day < min(counts):
+    days = window.days
+    i, found = _find(days, day)
+    if found:
+        days = (*days[:i], (day, days[i][1] + 1), *days[i + 1 :])
+        return replace(window, days=days)
+    if len(days) < cap:
+        return replace(window, days=(*days[:i], (day, 1), *days[i:]))
+    if i == 0:  # older than the whole full window
         older, first, last = _fold_older(window, day, 1)
-    else:
-        oldest = min(counts)
-        older, first, last = _fold_older(window, oldest, counts.pop(oldest))
-        counts[day] = 1
-    return DayWindow(tuple(sorted(counts.items())), older, first, last)
+        return DayWindow(days, older, first, last)
+    oldest, count = days[0]
+    older, first, last = _fold_older(window, oldest, count)
+    return DayWindow((*days[1:i], (day, 1), *days[i:]), older, first, last)
 
 
 def day_remove(window: DayWindow, day: int) -> DayWindow:
     """One mention on ``day`` retracted."""
-    counts = dict(window.days)
-    older, first, last = window.older, window.older_first, window.older_last
-    if day in counts:
-        counts[day] -= 1
-        if counts[day] == 0:
-            del counts[day]
-    elif older > 0:
-        older -= 1
-        if older == 0:
-            first = last = None
-    else:
-        raise RetractionError(f"no mention on {date.fromordinal(day).isoformat()} to retract")
-    return DayWindow(tuple(sorted(counts.items())), older, first, last)
+    days = window.days
+    i, found = _find(days, day)
+    if found:
+        count = days[i][1] - 1
+        kept = ((day, count),) if count else ()
+        return replace(window, days=(*days[:i], *kept, *days[i + 1 :]))
+    if window.older > 0:
+        if window.older == 1:
+            return DayWindow(days)
+        return replace(window, older=window.older - 1)
+    raise RetractionError(f"no mention on {date.fromordinal(day).isoformat()} to retract")

@@ -7,6 +7,7 @@ tables: point look-ups of the rows of one key, ``absorb_*``/``release_*``, write
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import date, timedelta
@@ -848,3 +849,26 @@ class TestGraphChangesAndCodec:
         x = _stream()[0]
         added = text_unit_added(x)
         assert added.text_unit == x.chunk and added.mode == "offline"
+
+
+class TestTallyOracle:
+    """The bounded structures against a plain Counter of the live supports."""
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.tuples(st.booleans(), st.integers(0, 15)), max_size=80), st.integers(1, 20))
+    def test_windows_and_tallies_track_live_supports(
+        self, ops: list[tuple[bool, int]], cap: int
+    ) -> None:
+        live: list[int] = []
+        w, t = DayWindow(), Tally()
+        for add, value in ops:
+            if add or not live:
+                live.append(value)
+                w, t = day_add(w, value + 1000, cap=cap), tally_add(t, str(value), cap=cap)
+            else:
+                gone = live.pop(value % len(live))
+                w, t = day_remove(w, gone + 1000), tally_remove(t, str(gone))
+            assert w.total == t.total == len(live)
+        if len(set(live)) <= cap and w.older == 0 and t.overflow == 0:
+            assert {d - 1000: c for d, c in w.days} == Counter(live)
+            assert dict(t.items) == {str(k): c for k, c in Counter(live).items()}
