@@ -153,6 +153,8 @@ def _near_role_word(cand: Candidate, sentence: Sentence) -> bool:
     before = tokens[cand.position - 1].text if cand.position > 0 else ""
     after = cand.position + len(cand.words)
     following = [t.text for t in tokens[after : after + 3]]
+    if before == "said" and 2 <= len(cand.words) <= 3:
+        return True  # quote attribution: '..., said Egon Padovan'
     if before.lower() in PERSON_ROLE_WORDS:
         # "lead manager Schweizerische Bankverein" is a bank arranging a bond
         return cand.position < 2 or tokens[cand.position - 2].text.lower() not in _NOT_PERSONAL
@@ -231,7 +233,7 @@ def _strength(distance: int, sentences_together: int) -> float:
 
 def _describe(texts: Sequence[str]) -> str:
     """The mentioning sentences, joined and cut at a word boundary to a bounded length."""
-    text = " ".join(" ".join(texts).split())
+    text = " ".join(" ".join(texts).replace("<", "").replace(">", "").split())
     if len(text) <= MAX_DESCRIPTION_CHARS:
         return text
     cut = text[: MAX_DESCRIPTION_CHARS - 1]

@@ -215,7 +215,7 @@ def _split_titles(words: tuple[str, ...], position: int, clause_start: bool) -> 
     name = words[end:]
     if not name:
         return prefix
-    if _is_org(name) or _geo_prefix(name)[0] == len(name):
+    if _is_org(name) or _geo_prefix(name)[0] == len(name) or _ACRONYM.fullmatch(" ".join(name)):
         return [*prefix, *_analyse(name, position + end, False)]
     return [*prefix, *_person(name, position + end)]
 

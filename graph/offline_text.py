@@ -94,33 +94,25 @@ def paragraph_kind(paragraph: str) -> ParagraphKind:
 
 def sentences(paragraph: str) -> list[Sentence]:
     """Sentences of one prose paragraph."""
-    raw = _TOKEN.findall(paragraph)
+    raw = list(_TOKEN.finditer(paragraph))
     result: list[Sentence] = []
     current: list[Token] = []
+    begin = 0
     clause_start = True
-    for i, item in enumerate(raw):
-        nxt = raw[i + 1] if i + 1 < len(raw) else ""
-        tokens, ends = _tokens_of(item, nxt, clause_start)
+    for i, match in enumerate(raw):
+        nxt = raw[i + 1].group() if i + 1 < len(raw) else ""
+        if not current:
+            begin = match.start()
+        tokens, ends = _tokens_of(match.group(), nxt, clause_start)
         current.extend(tokens)
         if tokens:
             clause_start = tokens[-1].kind == "punct" and tokens[-1].text in _CLAUSE_OPEN
         if ends and current:
-            result.append(_sentence(current))
+            result.append(Sentence(paragraph[begin : match.end()], tuple(current)))
             current, clause_start = [], True
     if current:
-        result.append(_sentence(current))
+        result.append(Sentence(paragraph[begin:], tuple(current)))
     return result
-
-
-def _sentence(tokens: list[Token]) -> Sentence:
-    words: list[str] = []
-    for t in tokens:
-        text = t.text + ("'s" if t.possessive else "")
-        if words and t.kind == "punct" and t.text in ".,;:!?)%":
-            words[-1] += text
-        else:
-            words.append(text)
-    return Sentence(text=" ".join(words), tokens=tuple(tokens))
 
 
 def _tokens_of(item: str, nxt: str, clause_start: bool) -> tuple[list[Token], bool]:
