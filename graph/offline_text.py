@@ -36,6 +36,7 @@ _TOKEN = re.compile(
 _POSSESSIVE = re.compile(r"['\u2019]s?$")
 _NUMBER = re.compile(r"\d[\d,./\-]*")
 _WORD = re.compile(r"[A-Za-z][A-Za-z.'\-]*")
+_ADJECTIVE = re.compile(r"-(?:based|owned|led|made|controlled|backed|run|registered|listed)$")
 _VS = re.compile(r"\bvs\.?(?:\s|$)", re.IGNORECASE)
 _SENTENCE_END = frozenset(".!?")
 _CLAUSE_OPEN = frozenset({'"', "'", ":", "(", "\u201c", "-", ";"})
@@ -54,7 +55,8 @@ class Token:
 
     @property
     def cap(self) -> bool:
-        return self.kind == "word" and self.text[:1].isupper()
+        """Capitalised and not an adjective like "Bahrain-based" or "U.S.-owned"."""
+        return self.kind == "word" and self.text[:1].isupper() and not _ADJECTIVE.search(self.text)
 
 
 @dataclass(frozen=True, slots=True)
