@@ -32,12 +32,3 @@ class PortInUseError(ServiceError):
             f"stop that process or move {service} with {setting}"
         )
         self.port = port
-
-
-class InvalidDocumentError(KgragError):
-    """A document payload cannot be processed; ``reason`` goes to the dead-letter topic."""
-
-    def __init__(self, reason: str, doc_id: str | None = None) -> None:
-        super().__init__(reason if doc_id is None else f"{doc_id}: {reason}")
-        self.reason = reason
-        self.doc_id = doc_id

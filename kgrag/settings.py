@@ -61,7 +61,7 @@ class KafkaSettings(BaseModel):
         "room for as many workers as you will ever run",
     )
     replication_factor: int = Field(1, ge=1, description="Replication factor for new topics")
-    topics: TopicNames = Field(default_factory=TopicNames)
+    topics: TopicNames = Field(default_factory=lambda: TopicNames())
     max_message_bytes: int = Field(1_000_000, ge=1024, description="Largest message accepted")
     processing_guarantee: Literal["at_least_once", "exactly_once"] = Field(
         "at_least_once", description="faust processing guarantee"
@@ -127,7 +127,7 @@ class EmbeddingSettings(BaseModel):
     )
     api_key: str | None = None
     model: str = Field("text-embedding-3-small", description="Embedding model name")
-    dimensions: int = Field(384, ge=8, le=8192, description="Vector size of the offline embedder")
+    dimensions: int = Field(1024, ge=8, le=8192, description="Vector size of the offline embedder")
     embed_relationships: bool = Field(False, description="Also embed relationships")
 
 
@@ -237,15 +237,15 @@ class Settings(BaseSettings):
         "kgrag", description="Prefix of topics, the faust app id and Weaviate collections"
     )
     data_dir: Path = Field(default_factory=_default_data_dir, description="State and snapshots")
-    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
-    weaviate: WeaviateSettings = Field(default_factory=WeaviateSettings)
-    llm: LLMSettings = Field(default_factory=LLMSettings)
-    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
-    chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
-    extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
-    community: CommunitySettings = Field(default_factory=CommunitySettings)
-    api: ApiSettings = Field(default_factory=ApiSettings)
-    services: ServicesSettings = Field(default_factory=ServicesSettings)
+    kafka: KafkaSettings = Field(default_factory=lambda: KafkaSettings())
+    weaviate: WeaviateSettings = Field(default_factory=lambda: WeaviateSettings())
+    llm: LLMSettings = Field(default_factory=lambda: LLMSettings())
+    embeddings: EmbeddingSettings = Field(default_factory=lambda: EmbeddingSettings())
+    chunking: ChunkingSettings = Field(default_factory=lambda: ChunkingSettings())
+    extraction: ExtractionSettings = Field(default_factory=lambda: ExtractionSettings())
+    community: CommunitySettings = Field(default_factory=lambda: CommunitySettings())
+    api: ApiSettings = Field(default_factory=lambda: ApiSettings())
+    services: ServicesSettings = Field(default_factory=lambda: ServicesSettings())
 
     @field_validator("namespace")
     @classmethod
@@ -286,7 +286,8 @@ class Settings(BaseSettings):
     def collection(self, kind: str) -> str:
         """Weaviate collection name: must start with a capital letter, no dots or dashes."""
         ns = re.sub(r"[^A-Za-z0-9]", "_", self.namespace)
-        return f"{kind.capitalize()}_{ns}"
+        camel = "".join(part.capitalize() for part in kind.split("_"))
+        return f"{camel}_{ns}"
 
     @property
     def services_state_dir(self) -> Path:

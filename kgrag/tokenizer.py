@@ -56,7 +56,9 @@ def ensure_offline_bpe(cache_dir: Path | None = None) -> Path:
 def get_encoding(name: str) -> tiktoken.Encoding:
     """A tiktoken encoding loaded from the offline files."""
     if name not in _CACHE_NAMES:
-        raise ConfigError(f"encoding {name!r} is not shipped offline; use one of {list(_CACHE_NAMES)}")
+        raise ConfigError(
+            f"encoding {name!r} is not shipped offline; use one of {list(_CACHE_NAMES)}"
+        )
     ensure_offline_bpe()
     import tiktoken
 

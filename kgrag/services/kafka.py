@@ -76,8 +76,14 @@ def prepare(settings: Settings) -> Path:
     pom = libs.parent / "pom.xml"
     pom.write_text(_POM.format(version=settings.services.kafka_version, log4j=_LOG4J_VERSION))
     cmd = [
-        mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
-        "-DincludeScope=runtime", f"-DoutputDirectory={libs}",
+        mvn,
+        "-q",
+        "-B",
+        "-f",
+        str(pom),
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={libs}",
     ]
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if result.returncode != 0:
@@ -130,7 +136,9 @@ def _write_config(settings: Settings, state: Path) -> Path:
 
 
 def _java_base(settings: Settings, state: Path) -> list[str]:
-    java = require_tool("java", "install a JDK 17 or newer (e.g. apt-get install openjdk-17-jre-headless)")
+    java = require_tool(
+        "java", "install a JDK 17 or newer (e.g. apt-get install openjdk-17-jre-headless)"
+    )
     return [
         java,
         f"-Xmx{settings.services.kafka_heap}",
@@ -147,8 +155,14 @@ def _format_storage(settings: Settings, state: Path, config: Path) -> None:
         return
     cluster_id = _random_cluster_id()
     cmd = [
-        *_java_base(settings, state), "kafka.tools.StorageTool", "format",
-        "-t", cluster_id, "-c", str(config), "--standalone",
+        *_java_base(settings, state),
+        "kafka.tools.StorageTool",
+        "format",
+        "-t",
+        cluster_id,
+        "-c",
+        str(config),
+        "--standalone",
     ]
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if result.returncode != 0:
@@ -169,7 +183,7 @@ def up(settings: Settings) -> ServiceRecord:
         assert existing is not None
         _wait_ready(settings, existing.pid, _state(settings) / "kafka.log")
         return existing
-    host, port = _ports(settings)
+    _, port = _ports(settings)
     ensure_ports_free(
         {
             "KGRAG_KAFKA__BOOTSTRAP_SERVERS": port,
@@ -255,4 +269,6 @@ async def round_trip(bootstrap: str, *, timeout: float = 60.0) -> None:
         except (KafkaError, OSError, TimeoutError) as e:
             last = e
         await asyncio.sleep(1.0)
-    raise ServiceError(f"Kafka at {bootstrap} did not complete a produce/consume round trip: {last}")
+    raise ServiceError(
+        f"Kafka at {bootstrap} did not complete a produce/consume round trip: {last}"
+    )

@@ -22,6 +22,10 @@ import orjson
 
 from kgrag.errors import MissingToolError, PortInUseError, ServiceError
 
+# Children started by this process, kept so they are reaped (not leaked as zombies or
+# reported as "still running" when the Popen object is collected) if we stop them ourselves.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
 
 @dataclass(frozen=True, slots=True)
 class ServiceRecord:
@@ -112,6 +116,7 @@ def spawn(argv: Sequence[str], *, log_path: Path, env: Mapping[str, str], cwd: P
             cwd=cwd,
             start_new_session=True,
         )
+    _CHILDREN[proc.pid] = proc
     return proc.pid
 
 
@@ -135,6 +140,11 @@ def stop_pid(pid: int, timeout: float = 20.0) -> None:
 
 
 def _reap(pid: int) -> None:
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        if child.poll() is not None:
+            del _CHILDREN[pid]
+        return
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, os.WNOHANG)
 

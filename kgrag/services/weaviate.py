@@ -119,7 +119,8 @@ def up(settings: Settings) -> ServiceRecord:
                 s.weaviate_gossip_port + 1
             ),
             "KGRAG_SERVICES__WEAVIATE_RAFT_PORT": s.weaviate_raft_port,
-            "KGRAG_SERVICES__WEAVIATE_RAFT_PORT (internal RPC = raft + 1)": s.weaviate_raft_port + 1,
+            "KGRAG_SERVICES__WEAVIATE_RAFT_PORT (internal RPC = raft + 1)": s.weaviate_raft_port
+            + 1,
         },
         "Weaviate",
     )
@@ -128,8 +129,13 @@ def up(settings: Settings) -> ServiceRecord:
     data = state / "data"
     data.mkdir(parents=True, exist_ok=True)
     argv = [
-        str(binary), "--host", settings.weaviate.host,
-        "--port", str(settings.weaviate.http_port), "--scheme", "http",
+        str(binary),
+        "--host",
+        settings.weaviate.host,
+        "--port",
+        str(settings.weaviate.http_port),
+        "--scheme",
+        "http",
     ]
     pid = spawn(argv, log_path=log_path, env=_env(settings, data), cwd=state)
     rec = ServiceRecord(
@@ -169,7 +175,9 @@ def schema_writable(settings: Settings) -> bool:
     """Create and delete a throw-away collection: proves the Raft leader exists."""
     name = f"Kgrag_health_{os.getpid()}"
     try:
-        with httpx.Client(base_url=settings.weaviate.url, headers=_headers(settings), timeout=10) as c:
+        with httpx.Client(
+            base_url=settings.weaviate.url, headers=_headers(settings), timeout=10
+        ) as c:
             r = c.post("/v1/schema", json={"class": name, "vectorizer": "none"})
             if r.status_code not in (200, 422):
                 return False

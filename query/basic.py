@@ -1,0 +1,44 @@
+"""Basic search: vector search over text units (GraphRAG's baseline RAG)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from graph.protocols import Embedder, VectorStore
+
+
+@dataclass(frozen=True, slots=True)
+class SourceHit:
+    chunk_id: str
+    document_id: str
+    title: str
+    text: str
+    published_at: str
+    distance: float
+
+
+async def search_text_units(
+    question: str,
+    *,
+    embedder: Embedder,
+    store: VectorStore,
+    limit: int = 10,
+    filters: dict[str, Any] | None = None,
+) -> list[SourceHit]:
+    """The text units nearest to the question, best first."""
+    if not question.strip():
+        raise ValueError("the question is empty")
+    [vector] = await embedder.embed([question])
+    hits = await store.search("text_unit", vector, limit, filters)
+    return [
+        SourceHit(
+            chunk_id=h.key,
+            document_id=str(h.properties.get("document_id", "")),
+            title=str(h.properties.get("title", "")),
+            text=str(h.properties.get("text", "")),
+            published_at=str(h.properties.get("published_at", "")),
+            distance=h.distance,
+        )
+        for h in hits
+    ]
