@@ -1,0 +1,51 @@
+# The two commands a newcomer needs: `make demo` and `make test`. Both set everything up.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+KGRAG := $(BIN)/kgrag
+
+.PHONY: setup demo test lint typecheck unit integration services-up services-down clean
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=...)")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+services-up: setup
+	$(KGRAG) services up
+
+services-down: setup
+	$(KGRAG) services down
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: setup
+	$(BIN)/mypy
+
+unit: setup
+	$(BIN)/pytest -q -ra tests/unit
+
+integration: services-up
+	$(BIN)/pytest -q -ra tests/integration
+
+# Services up, lint, types, every test, services down (even when something fails).
+test: setup
+	$(KGRAG) services up
+	status=0; \
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy \
+	  && $(BIN)/pytest -q -ra || status=$$?; \
+	$(KGRAG) services down; \
+	exit $$status
+
+# Services up, a worker, the sample news published and indexed, questions answered.
+demo: setup
+	$(KGRAG) demo
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
