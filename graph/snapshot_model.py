@@ -1,0 +1,152 @@
+"""The in-memory shape of one snapshot: the tables the query service reads.
+
+Column names follow Microsoft GraphRAG's output tables (v3 ``data_model/schemas.py``) so an
+export can be read by its tools; a few columns of our own are added at the end of a record
+(document time, mode, unreflected evidence). ``id`` is our stable key; ``human_readable_id``
+is the short integer that citations use and that never changes once given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotEntity:
+    id: str  # entity key (normalised name)
+    human_readable_id: int
+    title: str  # display name
+    type: str
+    description: str  # summarised description
+    text_unit_ids: tuple[str, ...]
+    frequency: int  # mention count (chunks)
+    degree: int
+    document_count: int = 0
+    first_seen: str = ""  # ISO date of the first mention (document time)
+    last_seen: str = ""
+    mentions_per_day: tuple[tuple[str, int], ...] = ()  # (ISO date, mentions), sorted
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRelationship:
+    id: str  # relationship key
+    human_readable_id: int
+    source: str  # entity title
+    target: str
+    description: str
+    weight: float  # distinct chunks asserting it
+    combined_degree: int
+    text_unit_ids: tuple[str, ...]
+    source_id: str = ""  # entity keys (our addition; GraphRAG joins on titles)
+    target_id: str = ""
+    strength: float = 0.0
+    first_seen: str = ""
+    last_seen: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotClaim:
+    """GraphRAG's covariates table."""
+
+    id: str
+    human_readable_id: int
+    covariate_type: str  # "claim"
+    type: str
+    description: str
+    subject_id: str  # entity title
+    object_id: str | None
+    status: str
+    start_date: str | None
+    end_date: str | None
+    source_text: str
+    text_unit_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotCommunity:
+    id: str  # stable community id
+    human_readable_id: int
+    community: int  # = human_readable_id (GraphRAG's community number)
+    level: int
+    parent: int  # parent's community number, -1 at level 0
+    children: tuple[int, ...]
+    title: str
+    entity_ids: tuple[str, ...]
+    relationship_ids: tuple[str, ...]
+    text_unit_ids: tuple[str, ...]
+    period: str  # ISO date of the snapshot's newest document
+    size: int
+    mentions_per_day: tuple[tuple[str, int], ...] = ()
+    emerging_score: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotReport:
+    id: str  # = the community's stable id
+    human_readable_id: int
+    community: int
+    level: int
+    parent: int
+    children: tuple[int, ...]
+    title: str
+    summary: str
+    full_content: str
+    rank: float  # the report's rating 0–10
+    rating_explanation: str
+    findings: tuple[dict[str, str], ...]
+    full_content_json: str
+    period: str
+    size: int
+    mode: str = "offline"  # "llm" or "offline"
+    unreflected: float = 0.0  # share of evidence the report does not reflect yet
+    generated_in: int = 0  # snapshot version that (re)generated it
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotTextUnit:
+    id: str  # chunk id
+    human_readable_id: int
+    text: str
+    n_tokens: int
+    document_id: str
+    entity_ids: tuple[str, ...]
+    relationship_ids: tuple[str, ...]
+    covariate_ids: tuple[str, ...]
+    published_at: str = ""
+    title: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotDocument:
+    id: str
+    human_readable_id: int
+    title: str
+    text: str
+    text_unit_ids: tuple[str, ...]
+    creation_date: str  # published_at
+    raw_data: dict[str, object] = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotMeta:
+    version: int
+    created_at: str  # wall-clock time of writing (operations only)
+    newest_document_time: str  # document time: what "now" means for trends
+    counts: dict[str, int] = field(default_factory=dict, hash=False, compare=False)
+    consumed_offsets: dict[str, int] = field(default_factory=dict, hash=False, compare=False)
+    mode: str = "offline"
+    reports_regenerated: int = 0
+    unreflected_max: float = 0.0
+    unreflected_mean: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    meta: SnapshotMeta
+    entities: tuple[SnapshotEntity, ...]
+    relationships: tuple[SnapshotRelationship, ...]
+    communities: tuple[SnapshotCommunity, ...]
+    community_reports: tuple[SnapshotReport, ...]
+    text_units: tuple[SnapshotTextUnit, ...]
+    documents: tuple[SnapshotDocument, ...]
+    claims: tuple[SnapshotClaim, ...] = ()
