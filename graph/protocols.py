@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
+
+from graph.snapshot_model import Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +64,21 @@ class VectorStore(Protocol):
     async def search(
         self, kind: str, vector: list[float], limit: int, filters: dict[str, Any] | None = None
     ) -> list[VectorHit]: ...
+
+
+class SnapshotStore(Protocol):
+    """Versioned, immutable snapshots behind an atomically replaced pointer.
+
+    Versions only go up: ``write`` of a version at or below the pointer's raises instead of
+    moving the pointer back. ``load`` never returns a half-written snapshot.
+    """
+
+    def write(self, snapshot: Snapshot) -> Path: ...
+
+    def load(self, version: int | None = None) -> Snapshot: ...
+
+    def latest_version(self) -> int | None: ...
+
+    def next_version(self) -> int: ...
+
+    def versions(self) -> list[int]: ...
