@@ -1,0 +1,275 @@
+"""GraphRAG local-search context: the question's nearest entities and what surrounds them.
+
+The context is a set of tables (Reports, Entities, Relationships, Claims, Sources) within a
+total token budget split by proportions: ``community_prop`` for the reports of the selected
+entities' communities, ``text_unit_prop`` for the text units that mention them, the rest for
+entities, relationships and claims. A section never borrows what another leaves unused, so
+the proportions hold whatever the data. Conversation history has a budget of its own.
+
+The entity/relationship/claim section grows one entity at a time, as GraphRAG's does: each
+entity brings its relationships (``top_k_relationships`` per entity) and claims, and the
+section stops at the last entity whose tables still fit, so the first entities arrive with
+their relationships rather than ten entities with none.
+
+``LocalContext.ids`` records exactly which record ids of each dataset the tables hold: the
+citation check accepts those and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+from graph.protocols import Embedder, VectorStore
+from graph.snapshot_model import SnapshotClaim, SnapshotEntity, SnapshotRelationship
+from query.activity import active_communities, entity_mentions
+from query.citations import DATASETS
+from query.errors import EmptyQuestionError
+from query.history import HistoryTurn, history_table
+from query.index import QueryIndex
+from query.ranking import claims_of, rank_relationships, rank_reports, rank_text_units
+from query.tables import RowCache, Table, TokenCounter, fill, join_tables
+from query.time_window import TimeWindow
+
+ENTITY_HEADER = ("id", "entity", "description", "number of relationships")
+RELATIONSHIP_HEADER = ("id", "source", "target", "description", "weight")
+CLAIM_HEADER = ("id", "entity", "object", "type", "status", "description")
+REPORT_HEADER = ("id", "title", "content")
+SOURCE_HEADER = ("id", "date", "title", "text")
+
+
+@dataclass(frozen=True, slots=True)
+class LocalContextConfig:
+    max_tokens: int = 12_000
+    text_unit_prop: float = 0.5
+    community_prop: float = 0.15
+    top_k_entities: int = 10
+    top_k_relationships: int = 10  # per selected entity
+    oversample: int = 2  # vector hits fetched per wanted entity (some may be skipped)
+    community_level: int = 2
+    use_report_summary: bool = True  # the summary, else the full report, as report content
+    include_claims: bool = True
+    history_max_tokens: int = 2_000
+    history_max_turns: int = 5
+
+    def __post_init__(self) -> None:
+        props = (self.text_unit_prop, self.community_prop)
+        if any(p < 0 for p in props) or sum(props) > 1:
+            raise ValueError("text_unit_prop and community_prop must be >= 0 and sum to <= 1")
+        if self.max_tokens < 1 or self.top_k_entities < 1:
+            raise ValueError("max_tokens and top_k_entities must be positive")
+
+    def budgets(self) -> tuple[int, int, int]:
+        """(reports, entities+relationships+claims, sources) token budgets."""
+        reports = int(self.max_tokens * self.community_prop)
+        sources = int(self.max_tokens * self.text_unit_prop)
+        return reports, self.max_tokens - reports - sources, sources
+
+
+@dataclass(frozen=True, slots=True)
+class LocalContext:
+    text: str  # the data tables
+    history: str  # the conversation table ("" without history)
+    ids: dict[str, tuple[int, ...]]  # dataset -> record ids in the tables, in table order
+    entity_keys: tuple[str, ...]  # the selected entities, nearest first
+    tokens: dict[str, int] = field(default_factory=dict)  # per section
+    skipped_hits: int = 0  # vector hits for entities this snapshot does not hold
+
+    def id_sets(self) -> dict[str, set[int]]:
+        return {name: set(ids) for name, ids in self.ids.items()}
+
+
+async def select_entities(
+    question: str,
+    *,
+    index: QueryIndex,
+    embedder: Embedder,
+    store: VectorStore,
+    config: LocalContextConfig,
+    window: TimeWindow,
+) -> tuple[list[str], int]:
+    """The entities nearest to the question, and how many hits were skipped because the
+    snapshot does not hold them (Weaviate may run ahead of the latest snapshot)."""
+    if not question.strip():
+        raise EmptyQuestionError("the question is empty")
+    [vector] = await embedder.embed([question])
+    hits = await store.search("entity", vector, config.top_k_entities * config.oversample)
+    chosen: list[str] = []
+    skipped = 0
+    for hit in sorted(hits, key=lambda h: h.distance):
+        if hit.key not in index.entities:
+            skipped += 1
+        elif hit.key not in chosen and (
+            not window.bounded or entity_mentions(index, hit.key, window) > 0
+        ):
+            chosen.append(hit.key)
+    return chosen[: config.top_k_entities], skipped
+
+
+Row = tuple[int, str, int]  # (record id, rendered line, token cost)
+Section = list[tuple[Table, list[Row]]]
+
+
+def _entity_cells(e: SnapshotEntity) -> tuple[object, ...]:
+    return (e.title, e.description, e.degree)
+
+
+def _relationship_cells(r: SnapshotRelationship) -> tuple[object, ...]:
+    return (r.source, r.target, r.description, r.weight)
+
+
+def _claim_cells(c: SnapshotClaim) -> tuple[object, ...]:
+    return (c.subject_id, c.object_id or "", c.type, c.status, c.description)
+
+
+class _Builder:
+    """Builds one context; rows are rendered and counted once however often they are tried."""
+
+    def __init__(
+        self,
+        index: QueryIndex,
+        config: LocalContextConfig,
+        count: TokenCounter,
+        window: TimeWindow,
+    ) -> None:
+        self.index, self.config, self.count, self.window = index, config, count, window
+        self.rows = RowCache(count)
+
+    def local_rows(self, prefix: Sequence[str]) -> Section:
+        ix, rows = self.index, self.rows
+        limit = self.config.top_k_relationships * len(prefix)
+        rels = rank_relationships(ix, prefix, limit, self.window)
+        claims = claims_of(ix, prefix, self.window) if self.config.include_claims else []
+        ents = [ix.entities[k] for k in prefix]
+        return [
+            (
+                Table("Entities", ENTITY_HEADER, self.count),
+                [_row(rows, "e", e.human_readable_id, partial(_entity_cells, e)) for e in ents],
+            ),
+            (
+                Table("Relationships", RELATIONSHIP_HEADER, self.count),
+                [
+                    _row(rows, "r", r.human_readable_id, partial(_relationship_cells, r))
+                    for r in rels
+                ],
+            ),
+            (
+                Table("Claims", CLAIM_HEADER, self.count),
+                [_row(rows, "c", c.human_readable_id, partial(_claim_cells, c)) for c in claims],
+            ),
+        ]
+
+    def local_section(self, selected: Sequence[str], budget: int) -> list[Table]:
+        """The longest prefix of ``selected`` whose tables fit; the first entity alone is
+        squeezed in row by row when even it does not fit whole."""
+        best: Section = []
+        for k in range(1, len(selected) + 1):
+            section = self.local_rows(selected[:k])
+            if _section_cost(section) > budget:
+                if k == 1:
+                    best = section
+                break
+            best = section
+        tables: list[Table] = []
+        used = 0
+        for table, rows in best:
+            for record_id, line, cost in rows:
+                table.try_add_line(record_id, line, cost, budget - used + table.tokens)
+            used += table.tokens
+            tables.append(table)
+        return tables
+
+    def reports(self, selected: Sequence[str], budget: int) -> Table:
+        active = active_communities(self.index, self.window)
+        table = Table("Reports", REPORT_HEADER, self.count)
+        for r in rank_reports(self.index, selected, self.config.community_level, active):
+            content = r.summary if self.config.use_report_summary else r.full_content
+            table.try_add(r.community, (r.title, content or r.summary), budget)
+        return table
+
+    def sources(self, selected: Sequence[str], rel_ids: Sequence[int], budget: int) -> Table:
+        ix = self.index
+        rels = [ix.relationship_by_hrid[i] for i in rel_ids]
+        units = (ix.text_units[u] for u in rank_text_units(ix, selected, rels, self.window))
+        rows = ((u.human_readable_id, (u.published_at[:10], u.title, u.text)) for u in units)
+        return fill(Table("Sources", SOURCE_HEADER, self.count), rows, budget)
+
+
+def _row(rows: RowCache, kind: str, record_id: int, cells: Callable[[], Sequence[object]]) -> Row:
+    line, cost = rows.row(kind, record_id, cells)
+    return record_id, line, cost
+
+
+def _section_cost(section: Section) -> int:
+    return sum(
+        table.header_cost() + sum(cost for _, _, cost in rows) for table, rows in section if rows
+    )
+
+
+def build_local_context(
+    index: QueryIndex,
+    selected: Sequence[str],
+    *,
+    config: LocalContextConfig,
+    count_tokens: TokenCounter,
+    window: TimeWindow | None = None,
+    history: Sequence[HistoryTurn] = (),
+    skipped_hits: int = 0,
+) -> LocalContext:
+    """The context tables for already selected entities (pure: no I/O)."""
+    window = window or TimeWindow()
+    keys = [k for k in dict.fromkeys(selected) if k in index.entities]
+    builder = _Builder(index, config, count_tokens, window)
+    report_budget, local_budget, source_budget = config.budgets()
+    reports = builder.reports(keys, report_budget)
+    local = builder.local_section(keys, local_budget)
+    rel_ids = next((t.ids for t in local if t.name == "Relationships"), [])
+    sources = builder.sources(keys, rel_ids, source_budget)
+    tables = [reports, *local, sources]
+    ids = {name: () for name in DATASETS} | {t.name: tuple(t.ids) for t in tables}
+    conversation = history_table(
+        history,
+        budget=config.history_max_tokens,
+        count=count_tokens,
+        max_turns=config.history_max_turns,
+    )
+    return LocalContext(
+        text=join_tables(tables),
+        history=conversation,
+        ids=ids,
+        entity_keys=tuple(keys),
+        tokens={
+            "reports": reports.tokens,
+            "local": sum(t.tokens for t in local),
+            "sources": sources.tokens,
+        },
+        skipped_hits=skipped_hits,
+    )
+
+
+async def local_context(
+    question: str,
+    *,
+    index: QueryIndex,
+    embedder: Embedder,
+    store: VectorStore,
+    config: LocalContextConfig,
+    count_tokens: TokenCounter,
+    window: TimeWindow | None = None,
+    history: Sequence[HistoryTurn] = (),
+) -> LocalContext:
+    """Select the question's entities, then build their context."""
+    window = window or TimeWindow()
+    keys, skipped = await select_entities(
+        question, index=index, embedder=embedder, store=store, config=config, window=window
+    )
+    return build_local_context(
+        index,
+        keys,
+        config=config,
+        count_tokens=count_tokens,
+        window=window,
+        history=history,
+        skipped_hits=skipped,
+    )

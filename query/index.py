@@ -1,0 +1,188 @@
+"""Lookup maps over one snapshot, built once when the snapshot arrives.
+
+Every query reads a ``QueryIndex`` and never the raw tables, so the per-query work is
+dictionary lookups. The service builds a new index for a new snapshot and swaps the
+reference; an index is never mutated after ``from_snapshot`` returns, so a query that started
+on the old one finishes on it.
+
+Community hierarchy: ``SnapshotCommunity.community`` (the human-readable number) is the key
+of the tree, as in GraphRAG's tables, where ``parent`` and ``children`` hold numbers. Report
+citations use that number too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date
+
+from graph.keys import entity_key
+from graph.snapshot_model import (
+    Snapshot,
+    SnapshotClaim,
+    SnapshotCommunity,
+    SnapshotEntity,
+    SnapshotRelationship,
+    SnapshotReport,
+    SnapshotTextUnit,
+)
+from query.time_window import DailyCounts, to_date
+
+
+@dataclass(frozen=True, slots=True)
+class QueryIndex:
+    snapshot: Snapshot
+    entities: dict[str, SnapshotEntity]  # by entity key
+    entity_by_hrid: dict[int, SnapshotEntity]
+    relationships: dict[str, SnapshotRelationship]
+    relationship_by_hrid: dict[int, SnapshotRelationship]
+    relationships_by_entity: dict[str, tuple[SnapshotRelationship, ...]]
+    relationship_ends: dict[str, tuple[str, str]]  # relationship id -> entity keys
+    claims_by_entity: dict[str, tuple[SnapshotClaim, ...]]
+    claim_by_hrid: dict[int, SnapshotClaim]
+    text_units: dict[str, SnapshotTextUnit]
+    text_unit_by_hrid: dict[int, SnapshotTextUnit]
+    text_units_by_entity: dict[str, tuple[str, ...]]
+    text_units_by_document: dict[str, tuple[str, ...]]
+    communities: dict[int, SnapshotCommunity]  # by community number
+    community_by_id: dict[str, SnapshotCommunity]
+    reports: dict[int, SnapshotReport]  # by community number
+    entity_communities: dict[str, dict[int, int]]  # entity key -> level -> community number
+    unit_dates: dict[str, date | None]
+    entity_daily: dict[str, DailyCounts]
+    community_daily: dict[int, DailyCounts]
+    newest: date | None  # the newest document's day: what "last N days" counts back from
+
+    @property
+    def version(self) -> int:
+        return self.snapshot.meta.version
+
+    @classmethod
+    def from_snapshot(cls, snapshot: Snapshot) -> QueryIndex:
+        return _build(snapshot)
+
+    def children(self, community: int) -> tuple[int, ...]:
+        """Children that exist in this snapshot (a dangling child number is ignored)."""
+        c = self.communities.get(community)
+        return tuple(k for k in c.children if k in self.communities) if c else ()
+
+    def community_at(self, entity: str, level: int) -> int | None:
+        """The entity's community at ``level``, or the deepest one above it when the entity's
+        branch of the hierarchy stops earlier (that leaf stands in for itself below)."""
+        levels = self.entity_communities.get(entity, {})
+        usable = [lv for lv in levels if lv <= level]
+        return levels[max(usable)] if usable else None
+
+    def communities_at_level(self, level: int) -> list[SnapshotCommunity]:
+        """Communities of ``level`` plus the leaves above it, which stand in for themselves."""
+        return [
+            c
+            for c in self.communities.values()
+            if c.level == level or (c.level < level and not self.children(c.community))
+        ]
+
+
+def _grouped(pairs: Iterable[tuple[str, str]]) -> dict[str, tuple[str, ...]]:
+    """Group values by key, first occurrence first, without duplicates."""
+    out: dict[str, dict[str, None]] = defaultdict(dict)
+    for key, item in pairs:
+        out[key][item] = None
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _entity_key_of(title: str, key: str, by_title: dict[str, str]) -> str:
+    return key or by_title.get(title) or entity_key(title)
+
+
+def _daily(counts: Iterable[tuple[str, int]]) -> DailyCounts:
+    tally: Counter[date] = Counter()
+    for day_text, n in counts:
+        day = to_date(day_text)
+        if day is not None and n > 0:
+            tally[day] += n
+    return tuple(sorted(tally.items()))
+
+
+def _sum_daily(histories: Iterable[DailyCounts]) -> DailyCounts:
+    tally: Counter[date] = Counter()
+    for history in histories:
+        for day, n in history:
+            tally[day] += n
+    return tuple(sorted(tally.items()))
+
+
+def _entity_daily(
+    e: SnapshotEntity, units: dict[str, SnapshotTextUnit], dates: dict[str, date | None]
+) -> DailyCounts:
+    """``mentions_per_day`` when the snapshot has it, else one mention per dated text unit."""
+    if e.mentions_per_day:
+        return _daily(e.mentions_per_day)
+    days = [dates.get(u) for u in e.text_unit_ids if u in units]
+    return tuple(sorted(Counter(d for d in days if d is not None).items()))
+
+
+def _newest(snapshot: Snapshot, dates: Iterable[date | None]) -> date | None:
+    meta_day = to_date(snapshot.meta.newest_document_time)
+    if meta_day is not None:
+        return meta_day
+    doc_days = [to_date(d.creation_date) for d in snapshot.documents]
+    known = [d for d in [*doc_days, *dates] if d is not None]
+    return max(known) if known else None
+
+
+def _build(snapshot: Snapshot) -> QueryIndex:
+    entities = {e.id: e for e in snapshot.entities}
+    by_title = {e.title: e.id for e in snapshot.entities}
+    units = {u.id: u for u in snapshot.text_units}
+    dates = {u.id: to_date(u.published_at) for u in snapshot.text_units}
+    ends = {
+        r.id: (
+            _entity_key_of(r.source, r.source_id, by_title),
+            _entity_key_of(r.target, r.target_id, by_title),
+        )
+        for r in snapshot.relationships
+    }
+    rels_by_entity: dict[str, list[SnapshotRelationship]] = defaultdict(list)
+    for r in snapshot.relationships:
+        for key in set(ends[r.id]):
+            rels_by_entity[key].append(r)
+    claims: dict[str, list[SnapshotClaim]] = defaultdict(list)
+    for claim in snapshot.claims:
+        claims[_entity_key_of(claim.subject_id, "", by_title)].append(claim)
+    unit_pairs = [(e.id, u) for e in snapshot.entities for u in e.text_unit_ids if u in units]
+    unit_pairs += [(k, u.id) for u in snapshot.text_units for k in u.entity_ids if k in entities]
+    entity_daily = {e.id: _entity_daily(e, units, dates) for e in snapshot.entities}
+    communities = {c.community: c for c in snapshot.communities}
+    memberships: dict[str, dict[int, int]] = defaultdict(dict)
+    for c in snapshot.communities:
+        for key in c.entity_ids:
+            memberships[key][c.level] = c.community
+    return QueryIndex(
+        snapshot=snapshot,
+        entities=entities,
+        entity_by_hrid={e.human_readable_id: e for e in snapshot.entities},
+        relationships={r.id: r for r in snapshot.relationships},
+        relationship_by_hrid={r.human_readable_id: r for r in snapshot.relationships},
+        relationships_by_entity={k: tuple(v) for k, v in rels_by_entity.items()},
+        relationship_ends=ends,
+        claims_by_entity={k: tuple(v) for k, v in claims.items()},
+        claim_by_hrid={c.human_readable_id: c for c in snapshot.claims},
+        text_units=units,
+        text_unit_by_hrid={u.human_readable_id: u for u in snapshot.text_units},
+        text_units_by_entity=_grouped(unit_pairs),
+        text_units_by_document=_grouped((u.document_id, u.id) for u in snapshot.text_units),
+        communities=communities,
+        community_by_id={c.id: c for c in snapshot.communities},
+        reports={r.community: r for r in snapshot.community_reports},
+        entity_communities=dict(memberships),
+        unit_dates=dates,
+        entity_daily=entity_daily,
+        community_daily={
+            c.community: _daily(c.mentions_per_day)
+            if c.mentions_per_day
+            else _sum_daily(entity_daily.get(k, ()) for k in c.entity_ids)
+            for c in snapshot.communities
+        },
+        newest=_newest(snapshot, dates.values()),
+    )

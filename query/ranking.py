@@ -1,0 +1,115 @@
+"""Which records of the graph a local context shows first.
+
+GraphRAG's local search order: relationships between the selected entities ("in-network")
+come first, by combined degree; then relationships to outside entities, those linked to more
+of the selected entities first, then by combined degree. Text units that mention more of the
+selected entities come first, then those carrying more of the context's relationships.
+Reports of the selected entities' communities come first when they hold more of them.
+All orders end in the record's id, so equal inputs always give the same context.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from graph.snapshot_model import SnapshotClaim, SnapshotRelationship, SnapshotReport
+from query.index import QueryIndex
+from query.time_window import TimeWindow, to_date
+
+
+def relationship_in_window(index: QueryIndex, r: SnapshotRelationship, window: TimeWindow) -> bool:
+    """Seen in the window: by its first/last seen days, else by its text units' days."""
+    if not window.bounded:
+        return True
+    first, last = to_date(r.first_seen), to_date(r.last_seen)
+    if first is None and last is None:
+        return any(window.contains(index.unit_dates.get(u)) for u in r.text_unit_ids)
+    lo, hi = first or last, last or first
+    return (window.until is None or lo is None or lo <= window.until) and (
+        window.since is None or hi is None or hi >= window.since
+    )
+
+
+def rank_relationships(
+    index: QueryIndex, selected: Sequence[str], limit: int, window: TimeWindow
+) -> list[SnapshotRelationship]:
+    """In-network first, then out-of-network; at most ``limit`` in all."""
+    chosen = set(selected)
+    seen: dict[str, SnapshotRelationship] = {}
+    for key in selected:
+        for r in index.relationships_by_entity.get(key, ()):
+            if r.id not in seen and relationship_in_window(index, r, window):
+                seen[r.id] = r
+    inside, outside = [], []
+    links: Counter[str] = Counter()
+    for r in seen.values():
+        a, b = index.relationship_ends[r.id]
+        if a in chosen and b in chosen:
+            inside.append(r)
+        else:
+            outside.append(r)
+            links[b if a in chosen else a] += 1
+
+    def outer(r: SnapshotRelationship) -> str:
+        a, b = index.relationship_ends[r.id]
+        return b if a in chosen else a
+
+    inside.sort(key=lambda r: (-r.combined_degree, -r.weight, r.human_readable_id))
+    outside.sort(
+        key=lambda r: (-links[outer(r)], -r.combined_degree, -r.weight, r.human_readable_id)
+    )
+    return (inside + outside)[: max(0, limit)]
+
+
+def claims_of(
+    index: QueryIndex, selected: Sequence[str], window: TimeWindow
+) -> list[SnapshotClaim]:
+    out: list[SnapshotClaim] = []
+    for key in selected:
+        for c in index.claims_by_entity.get(key, ()):
+            if window.contains(index.unit_dates.get(c.text_unit_id)):
+                out.append(c)
+    return out
+
+
+def rank_text_units(
+    index: QueryIndex,
+    selected: Sequence[str],
+    relationships: Sequence[SnapshotRelationship],
+    window: TimeWindow,
+) -> list[str]:
+    """Text units of the selected entities, most selected entities mentioned first."""
+    first_entity: dict[str, int] = {}
+    mentions: Counter[str] = Counter()
+    for order, key in enumerate(selected):
+        for u in index.text_units_by_entity.get(key, ()):
+            if window.contains(index.unit_dates.get(u)):
+                first_entity.setdefault(u, order)
+                mentions[u] += 1
+    carried: Counter[str] = Counter(
+        u for r in relationships for u in set(r.text_unit_ids) if u in first_entity
+    )
+    return sorted(
+        first_entity,
+        key=lambda u: (
+            -mentions[u],
+            -carried[u],
+            first_entity[u],
+            index.text_units[u].human_readable_id,
+        ),
+    )
+
+
+def rank_reports(
+    index: QueryIndex, selected: Sequence[str], level: int, active: set[int] | None
+) -> list[SnapshotReport]:
+    """Reports of the selected entities' communities at ``level`` (or their stand-in leaf),
+    those holding more selected entities first, then by rating."""
+    matches: Counter[int] = Counter()
+    for key in selected:
+        community = index.community_at(key, level)
+        if community is not None and (active is None or community in active):
+            matches[community] += 1
+    reports = [index.reports[c] for c in matches if c in index.reports]
+    return sorted(reports, key=lambda r: (-matches[r.community], -r.rank, r.community))
