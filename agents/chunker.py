@@ -1,36 +1,38 @@
 """Chunker agent: validate each raw document, cut it into text units, send them on.
 
-Bad payloads (not UTF-8, not JSON, missing or wrong-typed fields, empty or oversized text)
-go to ``documents.dlq`` with the reason and the original bytes; the offset moves on.
+- A bad payload (not UTF-8, not JSON, missing or wrong-typed fields, empty or oversized text)
+  goes to ``documents.dlq`` with the reason and the original bytes; the offset moves on.
+- An unchanged document (same content hash as the version already absorbed) changes nothing.
+- A new version of a known id retracts the chunks the old version had and the new one lacks,
+  then adds the new chunks: a corrected article replaces its earlier version.
+- A document whose message key is not its id is re-published under its id first, so every
+  version of an id meets the same partition and table row.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import Any
 
+import orjson
+
 from graph.chunking import chunk_document
-from graph.documents import parse_document
+from graph.documents import document_to_obj, parse_document
 from graph.errors import InvalidDocumentError
 from graph.model import Chunk, Document
 from kgrag.tokenizer import get_encoding
 from streams.app import Topology
+from streams.batching import as_current, deliver, key_text
+from streams.codecs import encode_chunk_add, encode_document, encode_retraction
 from streams.dlq import dead_letter
-from streams.records import ChunkRecord
 
 log = logging.getLogger(__name__)
 
 
-def to_record(chunk: Chunk) -> ChunkRecord:
-    return ChunkRecord(
-        id=chunk.id,
-        document_id=chunk.document_id,
-        title=chunk.title,
-        published_at=chunk.published_at,
-        position=chunk.position,
-        text=chunk.text,
-        n_tokens=chunk.n_tokens,
-    )
+def document_hash(doc: Document) -> str:
+    body = orjson.dumps(document_to_obj(doc), option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(body).hexdigest()[:32]
 
 
 def chunk(topo: Topology, doc: Document) -> list[Chunk]:
@@ -43,29 +45,63 @@ def chunk(topo: Topology, doc: Document) -> list[Chunk]:
 
 def register(topo: Topology) -> None:
     max_chars = topo.settings.chunking.max_document_chars
+    documents, chunks_topic = topo.topic("documents"), topo.topic("chunks")
+    changes, dlq = topo.topic("graph_changes"), topo.topic("documents_dlq")
+    table = topo.table("documents")
 
-    @topo.app.agent(topo.documents, name=f"{topo.settings.namespace}.chunker")
+    async def reject(event: Any, reason: str, pending: list[Any]) -> None:
+        msg = event.message
+        log.warning(
+            "document at %s[%d]@%d rejected: %s", msg.topic, msg.partition, msg.offset, reason
+        )
+        letter = dead_letter(
+            reason=reason,
+            stage="chunker",
+            topic=msg.topic,
+            partition=msg.partition,
+            offset=msg.offset,
+            key=event.key,
+            value=event.value,
+        )
+        pending.append(await dlq.send(key=event.key, value=letter))
+
+    @topo.app.agent(documents, name=f"{topo.settings.namespace}.chunker")
     async def chunker(stream: Any) -> None:
-        async for event in stream.events():
-            msg = event.message
-            try:
-                doc = parse_document(event.value, max_chars=max_chars)
-            except InvalidDocumentError as e:
-                log.warning(
-                    "document at %s[%d]@%d rejected: %s", msg.topic, msg.partition, msg.offset, e
-                )
-                await topo.documents_dlq.send(
-                    key=event.key,
-                    value=dead_letter(
-                        reason=str(e),
-                        stage="chunker",
-                        topic=msg.topic,
-                        partition=msg.partition,
-                        offset=msg.offset,
-                        key=event.key,
-                        value=event.value,
-                    ),
-                )
-                continue
-            for c in chunk(topo, doc):
-                await topo.chunks.send(key=doc.id, value=to_record(c))
+        async for batch in stream.take_events(100, within=0.5):
+            pending: list[Any] = []
+            writes: list[tuple[Any, str, dict[str, Any]]] = []
+            for event in batch:
+                try:
+                    doc = parse_document(event.value, max_chars=max_chars)
+                except InvalidDocumentError as e:
+                    await reject(event, str(e), pending)
+                    continue
+                if key_text(event.key) != doc.id:
+                    pending.append(await documents.send(key=doc.id, value=event.value))
+                    continue
+                with as_current(event):
+                    known = table.get(doc.id)
+                digest = document_hash(doc)
+                if known is not None and known.get("hash") == digest:
+                    continue  # a redelivery or a re-publish of the same version
+                pieces = chunk(topo, doc)
+                new_ids = [c.id for c in pieces]
+                old_ids = list(known.get("chunks", [])) if known else []
+                for cid in old_ids:
+                    if cid not in set(new_ids):
+                        pending.append(
+                            await chunks_topic.send(
+                                key=doc.id, value=encode_retraction(cid, doc.id)
+                            )
+                        )
+                for c in pieces:
+                    if c.id not in set(old_ids):
+                        pending.append(
+                            await chunks_topic.send(key=doc.id, value=encode_chunk_add(c))
+                        )
+                pending.append(await changes.send(key=doc.id, value=encode_document(doc)))
+                writes.append((event, doc.id, {"hash": digest, "chunks": new_ids}))
+            await deliver(pending)
+            for event, doc_id, row in writes:
+                with as_current(event):
+                    table[doc_id] = row

@@ -45,6 +45,11 @@ class TopicNames(BaseModel):
     chunks: str = Field("chunks", description="Text units cut from documents")
     extractions: str = Field("extractions", description="Per-chunk extraction results")
     extractions_dlq: str = Field("extractions.dlq", description="Chunks whose extraction failed")
+    entity_items: str = Field("entity-items", description="Extraction items keyed by entity")
+    relationship_items: str = Field(
+        "relationship-items", description="Extraction items keyed by relationship"
+    )
+    claim_items: str = Field("claim-items", description="Claims keyed by subject entity")
     graph_changes: str = Field("graph-changes", description="Merged graph deltas for the job")
     community_events: str = Field("community-events", description="Community lineage events")
 
@@ -172,6 +177,9 @@ class ExtractionSettings(BaseModel):
     )
     max_descriptions: int = Field(
         12, ge=1, le=1000, description="Distinct descriptions kept per entity/relationship"
+    )
+    batch_size: int = Field(
+        32, ge=1, le=10_000, description="Chunks extracted concurrently per batch"
     )
 
 

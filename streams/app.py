@@ -1,7 +1,9 @@
-"""The faust application: one builder that declares topics once and registers the agents.
+"""The faust application: one builder that declares topics and tables once and registers the
+agents.
 
-Agents are plain factories in ``agents/`` that receive this Topology, so the same code runs
-in a worker process, in ``agent.test_context()`` and in tests with another namespace.
+Agents are factories in ``agents/`` that receive this Topology, so the same code runs in a
+worker process and in tests with another namespace. Internal topics carry raw bytes encoded
+by ``streams.codecs``; dead letters are faust Records (``streams.records.DeadLetter``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import faust
 
 from kgrag.settings import Settings
 from kgrag.tokenizer import ensure_offline_bpe
-from streams.records import ChunkRecord, DeadLetter
+from streams.records import DeadLetter
 
 log = logging.getLogger(__name__)
 
@@ -24,11 +26,14 @@ log = logging.getLogger(__name__)
 class Topology:
     settings: Settings
     app: faust.App
-    documents: Any  # faust.TopicT of raw bytes
-    documents_dlq: Any
-    chunks: Any
-    extractions_dlq: Any
-    extras: dict[str, Any] = field(default_factory=dict)
+    topics: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, Any] = field(default_factory=dict)
+
+    def topic(self, name: str) -> Any:
+        return self.topics[name]
+
+    def table(self, name: str) -> Any:
+        return self.tables[name]
 
 
 def create_app(settings: Settings) -> faust.App:
@@ -43,37 +48,59 @@ def create_app(settings: Settings) -> faust.App:
         topic_replication_factor=settings.kafka.replication_factor,
         processing_guarantee=settings.kafka.processing_guarantee,
         producer_max_request_size=settings.kafka.max_message_bytes,
+        producer_linger_ms=5,
         consumer_auto_offset_reset="earliest",
-        broker_commit_every=100,
+        broker_commit_every=500,
         broker_commit_interval=1.0,
+        table_standby_replicas=0,
         web_enabled=False,
         autodiscover=False,
     )
 
 
-def build(settings: Settings) -> Topology:
-    """Create the app, declare topics and register every agent."""
+_TABLES = (
+    "documents",  # document id -> {"hash", "chunks": [chunk ids]}
+    "manifests",  # chunk id -> ChunkManifest dict
+    "entities",  # entity key -> EntityAggregate dict
+    "entity_contributions",  # "key|chunk" -> EntityContribution dict
+    "entity_documents",  # "key|document" -> live chunk count
+    "relationships",
+    "relationship_contributions",
+    "claims",
+    "claim_contributions",
+)
+
+
+def build(settings: Settings, *, agents: bool = True) -> Topology:
+    """Create the app, declare topics and tables, register every agent."""
     ensure_offline_bpe()  # before any tokenizer use in this process
     app = create_app(settings)
-    topo = Topology(
-        settings=settings,
-        app=app,
-        documents=app.topic(
-            settings.topic("documents"),
-            value_type=bytes,
-            value_serializer="raw",
-            key_serializer="raw",
-        ),
-        documents_dlq=app.topic(
-            settings.topic("documents_dlq"), value_type=DeadLetter, key_serializer="raw"
-        ),
-        chunks=app.topic(settings.topic("chunks"), value_type=ChunkRecord, key_serializer="raw"),
-        extractions_dlq=app.topic(
-            settings.topic("extractions_dlq"), value_type=DeadLetter, key_serializer="raw"
-        ),
-    )
-    from agents import chunker, embedder
+    topo = Topology(settings=settings, app=app)
+    for name in (
+        "documents",
+        "chunks",
+        "extractions",
+        "entity_items",
+        "relationship_items",
+        "claim_items",
+        "graph_changes",
+        "community_events",
+    ):
+        topo.topics[name] = app.topic(
+            settings.topic(name), key_serializer="raw", value_serializer="raw", value_type=bytes
+        )
+    for name in ("documents_dlq", "extractions_dlq"):
+        topo.topics[name] = app.topic(
+            settings.topic(name), value_type=DeadLetter, key_serializer="raw"
+        )
+    for name in _TABLES:
+        # keys: raw UTF-8 strings; values: JSON (the app's default serializers)
+        topo.tables[name] = app.Table(name, default=None, partitions=settings.kafka.partitions)
+    if agents:
+        from agents import chunker, embedder, extractor, merger
 
-    chunker.register(topo)
-    embedder.register(topo)
+        chunker.register(topo)
+        extractor.register(topo)
+        merger.register(topo)
+        embedder.register(topo)
     return topo

@@ -1,25 +1,12 @@
-"""Topic payloads, declared once. Values are JSON (faust Records); documents arrive raw.
-
-The ``documents`` topic carries raw bytes on purpose: a producer we do not control may
-send anything, and the chunker must be able to route undecodable or malformed payloads to
-the dead-letter topic with the original bytes intact.
+"""Dead letters, as a faust Record. The other payloads are orjson envelopes in
+``streams.codecs``; the ``documents`` topic carries raw bytes on purpose: a producer we do not
+control may send anything, and the chunker must route undecodable or malformed payloads to the
+dead-letter topic with the original bytes intact.
 """
 
 from __future__ import annotations
 
 import faust
-
-
-class ChunkRecord(faust.Record, serializer="json"):
-    """A text unit cut from a document (topic ``chunks``, keyed by document id)."""
-
-    id: str  # content hash of document id + text ("chunk-…")
-    document_id: str  # the document it came from
-    title: str  # the document's title
-    published_at: str  # the document's time, ISO 8601 UTC
-    position: int  # 0-based window index within the document
-    text: str  # the window's text
-    n_tokens: int  # tokens in the window (configured encoding)
 
 
 class DeadLetter(faust.Record, serializer="json"):

@@ -99,3 +99,40 @@ async def eventually(
             return
         await asyncio.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+async def fold_graph(settings: Settings, *, settle: float = 5.0, timeout: float = 120.0) -> Any:
+    """Fold ``graph-changes`` from the start into a GraphView, until quiet for ``settle`` s."""
+    from graph.graph_view import GraphView
+    from streams.codecs import decode_graph_change
+
+    view = GraphView()
+    consumer = AIOKafkaConsumer(
+        settings.topic("graph_changes"),
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        group_id=None,
+    )
+    await consumer.start()
+    deadline = time.monotonic() + timeout
+    quiet_since = time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=500)
+            got = sum(len(m) for m in batch.values())
+            for msgs in batch.values():
+                for m in msgs:
+                    view.apply(decode_graph_change(m.value))
+            if got:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= settle:
+                break
+    finally:
+        await consumer.stop()
+    return view
+
+
+def graph_summary(view: Any) -> dict[str, tuple[int, int]]:
+    """Entity key -> (mention count, document count): what two runs must agree on."""
+    return {k: (a.mention_count, a.document_count) for k, a in view.entities.items()}

@@ -1,0 +1,133 @@
+"""Streaming ingestion through real Kafka and Weaviate, offline extractor: merge, redelivery,
+correction."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from kgrag.publish import publish
+from kgrag.settings import Settings
+from streams.admin import delete_namespace_topics, ensure_topics
+from tests.conftest import make_settings
+from tests.integration.helpers import WorkerProcess, fold_graph, graph_summary
+
+ARTICLES = [
+    (
+        "oil-1",
+        "2026-03-02",
+        "OPEC ministers meet in Vienna",
+        "Oil Minister Amira Haddad of Qatar said OPEC ministers will meet in Vienna on Monday. "
+        "Haddad said OPEC wants to hold output steady. Saudi Arabia backed the plan.",
+    ),
+    (
+        "oil-2",
+        "2026-03-03",
+        "Vienna talks continue",
+        "OPEC ministers continued talks in Vienna. Amira Haddad said Qatar and Saudi Arabia "
+        "agreed on quotas. Analysts at Meridian Capital expect prices to rise.",
+    ),
+    (
+        "bank-1",
+        "2026-03-04",
+        "Central bank holds rates",
+        "Governor Tomas Lindqvist of the Nordic Reserve Bank held rates in Stockholm. "
+        "Lindqvist said inflation is easing. Finance Minister Karin Berg welcomed it.",
+    ),
+]
+
+
+def _write(tmp: Path, docs: list[tuple[str, str, str, str]], name: str = "docs.jsonl") -> Path:
+    path = tmp / name
+    with open(path, "wb") as fh:
+        for doc_id, day, title, text in docs:
+            fh.write(
+                orjson.dumps(
+                    {"id": doc_id, "title": title, "text": text, "published_at": f"{day}T09:00:00Z"}
+                )
+                + b"\n"
+            )
+    return path
+
+
+@pytest.fixture(scope="module")
+def settings(
+    service_endpoints: dict[str, object],
+    tmp_path_factory: pytest.TempPathFactory,
+    session_namespace: str,
+) -> Settings:
+    return make_settings(
+        service_endpoints, f"{session_namespace}-ingest", tmp_path_factory.mktemp("ingest")
+    )
+
+
+@pytest.fixture(scope="module")
+def worker(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    asyncio.run(ensure_topics(settings))
+    w = WorkerProcess(settings, tmp_path_factory.mktemp("logs") / "worker.log").start()
+    yield w
+    w.stop()
+    asyncio.run(delete_namespace_topics(settings))
+
+
+async def test_articles_merge_into_one_graph_and_republishing_changes_nothing(
+    settings: Settings, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    path = _write(tmp_path, ARTICLES)
+    await publish(settings, path)
+    view = await fold_graph(settings, settle=6)
+    assert "amira haddad" in view.entities, (sorted(view.entities), worker.log_tail())
+    haddad = view.entities["amira haddad"]
+    assert haddad.document_count == 2 and haddad.mention_count == 2
+    assert view.entities["opec"].document_count == 2
+    assert any(
+        {r.source_key, r.target_key} == {"amira haddad", "qatar"}
+        for r in view.relationships.values()
+    )
+    assert set(view.documents) == {"oil-1", "oil-2", "bank-1"}
+    before = graph_summary(view)
+    descriptions = {k: a.descriptions for k, a in view.entities.items()}
+
+    await publish(settings, path)  # the same documents again
+    await publish(settings, path)
+    again = await fold_graph(settings, settle=6)
+    assert graph_summary(again) == before
+    assert {k: a.descriptions for k, a in again.entities.items()} == descriptions
+
+
+async def test_a_corrected_article_replaces_its_earlier_version(
+    settings: Settings, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    v1 = [
+        (
+            "fix-1",
+            "2026-03-05",
+            "Port strike",
+            "Union leader Marta Kowalczyk said dockers "
+            "at Zorblax Shipping in Rotterdam will strike on Friday.",
+        )
+    ]
+    v2 = [
+        (
+            "fix-1",
+            "2026-03-05",
+            "Port strike (corrected)",
+            "Union leader Marta Kowalczyk "
+            "said dockers at Quintessa Lines in Rotterdam will strike on Friday.",
+        )
+    ]
+    await publish(settings, _write(tmp_path, v1, "v1.jsonl"))
+    first = await fold_graph(settings, settle=6)
+    assert "zorblax shipping" in first.entities, sorted(first.entities)
+    await publish(settings, _write(tmp_path, v2, "v2.jsonl"))
+    second = await fold_graph(settings, settle=6)
+    assert "zorblax shipping" not in second.entities
+    assert "quintessa lines" in second.entities
+    assert second.entities["marta kowalczyk"].mention_count == 1
+    assert second.documents["fix-1"]["title"] == "Port strike (corrected)"
+    units = [u for u in second.text_units.values() if u.document_id == "fix-1"]
+    assert len(units) == 1 and "Quintessa" in units[0].text
