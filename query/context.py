@@ -116,7 +116,8 @@ def _entity_cells(e: SnapshotEntity) -> tuple[object, ...]:
 
 
 def _relationship_cells(r: SnapshotRelationship) -> tuple[object, ...]:
-    return (r.source, r.target, r.description, r.weight)
+    weight = int(r.weight) if float(r.weight).is_integer() else round(r.weight, 2)
+    return (r.source, r.target, r.description, weight)
 
 
 def _claim_cells(c: SnapshotClaim) -> tuple[object, ...]:
