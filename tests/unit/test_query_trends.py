@@ -1,0 +1,121 @@
+"""Time windows on document time, and trends: emerging communities, new entities, timelines."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import pytest
+
+from query.activity import active_communities
+from query.errors import TimeWindowError
+from query.index import QueryIndex
+from query.time_window import TimeWindow, parse_time_window
+from query.trends import trends
+from tests.unit.test_query_support import comm, ent, snapshot, unit, world
+
+NEWEST = date(1987, 3, 31)
+
+
+class TestParse:
+    @pytest.mark.parametrize(
+        ("since", "expected"),
+        [
+            ("last 7 days", date(1987, 3, 25)),
+            ("7 days", date(1987, 3, 25)),
+            ("last 1 day", NEWEST),
+            ("last 2 weeks", date(1987, 3, 18)),
+            ("1987-03-01", date(1987, 3, 1)),
+            ("1987-03-01T23:30:00-05:00", date(1987, 3, 2)),  # UTC day
+        ],
+    )
+    def test_since_forms(self, since: str, expected: date) -> None:
+        assert parse_time_window(since, None, newest=NEWEST) == TimeWindow(expected, None)
+
+    def test_relative_window_counts_from_the_newest_document_not_today(self) -> None:
+        window = parse_time_window("last 7 days", None, newest=date(1987, 3, 10))
+        assert window.since == date(1987, 3, 4)
+        assert window.contains(date(1987, 3, 10)) and not window.contains(date(1987, 3, 3))
+
+    @pytest.mark.parametrize(
+        ("since", "until"),
+        [
+            ("yesterday", None),
+            ("last 0 days", None),
+            (None, "last 3 days"),
+            ("1987-03-05", "1987-03-01"),
+        ],
+    )
+    def test_bad_input_says_what_is_accepted(self, since: str | None, until: str | None) -> None:
+        with pytest.raises(TimeWindowError):
+            parse_time_window(since, until, newest=NEWEST)
+
+    def test_open_window_holds_undated_records_bounded_does_not(self) -> None:
+        assert TimeWindow().contains(None)
+        assert not TimeWindow(since=date(1987, 1, 1)).contains(None)
+
+
+class TestActivity:
+    def test_active_communities_follow_their_members_mentions(self) -> None:
+        index = QueryIndex.from_snapshot(world())
+        late = parse_time_window("last 7 days", None, newest=index.newest)
+        assert index.newest == NEWEST
+        assert active_communities(index, late) == {2, 5}
+        assert active_communities(index, TimeWindow()) is None
+
+
+def burst_world() -> QueryIndex:
+    """A steady storyline mentioned every day for 60 days and a burst in the last 5."""
+    steady = ent(1, "Steady Corp", "A company in the news every day.", [], 1)
+    burst = ent(2, "Burst Ltd", "A company that suddenly made news.", [], 1)
+    start = date(1987, 1, 1)
+    units = [
+        unit(i + 1, f"Steady Corp news {i}.", str(start + timedelta(days=i)), [steady])
+        for i in range(60)
+    ]
+    units += [
+        unit(100 + i, f"Burst Ltd news {i}.", str(start + timedelta(days=55 + i // 4)), [burst])
+        for i in range(20)
+    ]
+    steady = ent(1, "Steady Corp", steady.description, [u.id for u in units[:60]], 1)
+    burst = ent(
+        2, "Burst Ltd", burst.description, [u.id for u in units[60:]], 1, first_seen="1987-02-25"
+    )
+    communities = [comm(1, 0, [steady]), comm(2, 0, [burst])]
+    return QueryIndex.from_snapshot(snapshot([steady, burst], units=units, communities=communities))
+
+
+class TestTrends:
+    def test_planted_burst_ranks_first(self) -> None:
+        index = burst_world()
+        result = trends(index, parse_time_window("last 5 days", None, newest=index.newest))
+        assert [c.community for c in result.communities] == [2, 1]
+        assert result.communities[0].recent == 20 and result.communities[0].top_entities == (
+            "Burst Ltd",
+        )
+        assert result.communities[0].score > result.communities[1].score
+
+    def test_new_entities_are_those_first_seen_in_the_window(self) -> None:
+        index = burst_world()
+        result = trends(index, parse_time_window("last 5 days", None, newest=index.newest))
+        assert [e.title for e in result.new_entities] == ["Burst Ltd"]
+        assert result.new_entities[0].mentions == 20
+
+    def test_a_window_before_the_burst_does_not_see_it(self) -> None:
+        index = burst_world()
+        result = trends(index, TimeWindow(date(1987, 1, 20), date(1987, 1, 26)))
+        assert [c.community for c in result.communities] == [1]
+        assert result.new_entities == ()
+
+    def test_timelines_list_daily_mentions_in_the_window(self) -> None:
+        index = burst_world()
+        result = trends(
+            index, TimeWindow(date(1987, 2, 25), date(1987, 2, 26)), entity_keys=["burst ltd"]
+        )
+        [timeline] = result.timelines
+        assert timeline.points == (("1987-02-25", 4), ("1987-02-26", 4))
+
+    def test_no_window_means_the_last_week_of_the_collection(self) -> None:
+        index = QueryIndex.from_snapshot(world())
+        result = trends(index, TimeWindow())
+        assert (result.since, result.until, result.window_days) == ("1987-03-25", "1987-03-31", 7)
+        assert {c.community for c in result.communities} == {2, 5}
