@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from graph.protocols import SnapshotStore as SnapshotStoreProtocol
 from graph.snapshot_model import Snapshot
 from graph.snapshots import (
     SnapshotFormatError,
@@ -345,3 +346,8 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
+
+
+def _conforms(store: SnapshotStore) -> SnapshotStoreProtocol:
+    """Lets mypy check that the store implements ``graph.protocols.SnapshotStore``."""
+    return store
