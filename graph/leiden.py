@@ -1,0 +1,468 @@
+"""Hierarchical Leiden: the whole graph re-clustered each run, warm-started from the last run.
+
+Objective. ``leidenalg.ModularityVertexPartition`` with edge weights — the quantity GraphRAG's
+``hierarchical_leiden`` optimises (modularity, resolution 1) and the one we report. We do not use
+``RBConfigurationVertexPartition``: at resolution 1 it is the same objective, and a resolution
+would be one more knob to tune; granularity comes from the recursion instead.
+
+Hierarchy. Level 0 partitions the whole graph; every community larger than ``max_cluster_size``
+is re-partitioned inside itself (Leiden on its induced subgraph), down until every leaf fits. A
+community that fits is a leaf and is not repeated at deeper levels. When modularity finds no
+split of an oversized community (a near-clique), Leiden is re-run on it with leidenalg's size
+constraint (which leidenalg 0.12 only enforces with ``community_constraint_enforcement`` > 0),
+so leaves always respect ``max_cluster_size``. Nodes without edges are each their own singleton
+community at level 0: they carry no evidence to group them by, and a shared "unconnected"
+bucket would be a community in name only.
+
+Determinism. Nodes are sorted by key, edges by their endpoints' indexes, duplicate pairs summed
+with ``math.fsum`` (order-free), and the seed comes from the caller (settings default
+``0xDEADBEEF``): the same graph and the same previous hierarchy give the same hierarchy whatever
+order edges and nodes arrive in. Labels are our own (descending size, then smallest member).
+
+Warm start. Each Leiden run (level 0, and every re-partition below it) starts from the previous
+run's labels of its nodes (``initial_membership``). A new node takes the previous label holding
+the heaviest total edge weight among its neighbours, else a fresh singleton label; previous
+communities that lost their connectivity start as their connected pieces. A node is *changed*
+when its incident weighted edges differ from the previous run (a per-node digest stored in the
+hierarchy). A previous community that is *intact* — all its members still in this run's node
+set and none changed — starts fixed (leidenalg ``is_membership_fixed``): other nodes may join
+it, but nothing far from a change is reshuffled. Without this an unchanged graph is not a fixed
+point (every bounded Leiden run still finds small gains and moves communities around), and
+every such move would cost a report. A community whose members are identical to a previous
+split community and none of them changed has exactly the previous induced subgraph, so its
+previous sub-hierarchy is copied instead of re-partitioned: reuse never serves stale structure.
+
+Labels are not stable ids: they are renumbered every run. ``graph.community_ids`` turns them
+into stable ids by member overlap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import igraph as ig
+import leidenalg as la
+
+from graph.errors import GraphError
+
+DEFAULT_SEED = 0xDEADBEEF
+DEFAULT_MAX_CLUSTER_SIZE = 10
+_MASK = (1 << 64) - 1
+
+
+class HierarchyError(GraphError):
+    """A graph or a previous hierarchy the clustering cannot work with."""
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedGraph:
+    """Canonical undirected graph: sorted keys, edges ``(i, j)`` with ``i < j``, sorted, unique."""
+
+    nodes: tuple[str, ...]
+    edges: tuple[tuple[int, int], ...]
+    weights: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Hierarchy:
+    """Communities per level (level 0 the coarsest) with parent links.
+
+    ``levels[l]`` maps a label to its members; ``parents[l]`` maps a level-``l`` label to its
+    parent's label at level ``l - 1`` (empty for level 0). ``digests`` maps each node to a
+    64-bit digest of its incident weighted edges, so the next run can tell what changed.
+    ``modularity`` is that of level 0 on the whole graph.
+    """
+
+    levels: tuple[Mapping[int, frozenset[str]], ...]
+    parents: tuple[Mapping[int, int], ...]
+    modularity: float
+    digests: Mapping[str, int]
+
+    def children(self, level: int, label: int) -> list[int]:
+        """Labels one level down whose parent is ``label``, in label order."""
+        if level + 1 >= len(self.parents):
+            return []
+        return sorted(c for c, p in self.parents[level + 1].items() if p == label)
+
+    def paths(self) -> dict[str, tuple[int, ...]]:
+        """Each node's labels from level 0 down to its leaf (the serialisable warm start)."""
+        out: dict[str, tuple[int, ...]] = {}
+        for level, communities in enumerate(self.levels):
+            for label, members in communities.items():
+                for key in members:
+                    out[key] = (*out[key], label) if level else (label,)
+        return out
+
+    def leaves(self) -> list[frozenset[str]]:
+        """Member sets of the communities that were not split further."""
+        out: list[frozenset[str]] = []
+        for level, communities in enumerate(self.levels):
+            below = self.parents[level + 1] if level + 1 < len(self.parents) else {}
+            split = set(below.values())
+            out.extend(m for label, m in sorted(communities.items()) if label not in split)
+        return out
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain JSON-able form (for orjson) of the job's state."""
+        return {
+            "levels": [{str(k): sorted(m) for k, m in sorted(lv.items())} for lv in self.levels],
+            "parents": [{str(c): p for c, p in sorted(pv.items())} for pv in self.parents],
+            "modularity": self.modularity,
+            "digests": dict(sorted(self.digests.items())),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> Hierarchy:
+        """Inverse of ``to_dict``; raises ``HierarchyError`` on a malformed state."""
+        try:
+            levels = tuple(
+                {int(k): frozenset(m) for k, m in lv.items()}
+                for lv in data["levels"]  # type: ignore[attr-defined]
+            )
+            parents = tuple(
+                {int(c): int(p) for c, p in pv.items()}
+                for pv in data["parents"]  # type: ignore[attr-defined]
+            )
+            digests = {str(k): int(d) for k, d in data["digests"].items()}  # type: ignore[attr-defined]
+            modularity = float(data["modularity"])  # type: ignore[arg-type]
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise HierarchyError(f"malformed hierarchy state: {e!r}") from e
+        return cls(levels, parents, modularity, digests)
+
+    @classmethod
+    def from_paths(cls, paths: Mapping[str, int | Sequence[int]]) -> Hierarchy:
+        """A warm start from node → level-0 label or leaf path. It has no digests, so every
+        node counts as changed: a plain warm start, with nothing fixed and nothing reused."""
+        levels: list[dict[int, set[str]]] = []
+        parents: list[dict[int, int]] = []
+        for key, path in paths.items():
+            labels = (path,) if isinstance(path, int) else tuple(path)
+            for level, label in enumerate(labels):
+                if level == len(levels):
+                    levels.append({})
+                    parents.append({})
+                levels[level].setdefault(label, set()).add(key)
+                if (
+                    level
+                    and parents[level].setdefault(label, labels[level - 1]) != labels[level - 1]
+                ):
+                    raise HierarchyError(f"label {label} at level {level} has two parents")
+        frozen = tuple({lab: frozenset(m) for lab, m in lv.items()} for lv in levels)
+        return cls(frozen, tuple(parents), 0.0, {})
+
+
+def build_graph(nodes: Iterable[str], edges: Iterable[tuple[str, str, float]]) -> WeightedGraph:
+    """Canonicalise: endpoints become nodes, self-loops and zero weights are dropped, the two
+    directions of a pair are one edge whose weights are summed. Negative or non-finite weights
+    are refused (modularity needs non-negative weights)."""
+    raw = list(edges)
+    keys = sorted({*nodes, *(s for s, _, _ in raw), *(t for _, t, _ in raw)})
+    index = {k: i for i, k in enumerate(keys)}
+    pairs: dict[tuple[int, int], float] = {}
+    duplicates: dict[tuple[int, int], list[float]] = {}
+    for source, target, weight in raw:
+        w = float(weight)
+        if not math.isfinite(w) or w < 0:
+            raise HierarchyError(f"edge {source!r}-{target!r} has weight {weight!r}")
+        i, j = index[source], index[target]
+        if i == j or w == 0:
+            continue
+        pair = (i, j) if i < j else (j, i)
+        if pair in pairs:
+            duplicates.setdefault(pair, [pairs[pair]]).append(w)
+        pairs[pair] = w
+    for pair, ws in duplicates.items():
+        pairs[pair] = math.fsum(ws)  # correctly rounded: the same sum in any order
+    ordered = sorted(pairs)
+    return WeightedGraph(tuple(keys), tuple(ordered), tuple(pairs[p] for p in ordered))
+
+
+@dataclass(slots=True)
+class _Node:
+    members: list[int]  # global node indexes, sorted
+    children: list[_Node]
+
+
+@dataclass(frozen=True, slots=True)
+class _Prev:
+    """The previous hierarchy as seen from this run's node indexes."""
+
+    hierarchy: Hierarchy
+    paths: list[tuple[int, ...]]  # per node index: previous labels, () for a new node
+    changed: list[bool]  # per node index: new, or its incident edges differ
+    reusable: dict[frozenset[str], tuple[int, int]]  # split community's members → (level, label)
+    children: dict[tuple[int, int], list[int]]  # (level, label) → child labels
+
+
+@dataclass(frozen=True, slots=True)
+class _Ctx:
+    """One run's fixed inputs; edges are addressed by their index in the canonical graph."""
+
+    keys: tuple[str, ...]
+    source: tuple[int, ...]
+    target: tuple[int, ...]
+    weight: tuple[float, ...]
+    max_size: int
+    seed: int
+    n_iterations: int
+    prev: _Prev | None
+
+
+def hierarchical_leiden(
+    graph: WeightedGraph,
+    *,
+    max_cluster_size: int = DEFAULT_MAX_CLUSTER_SIZE,
+    seed: int = DEFAULT_SEED,
+    previous: Hierarchy | Mapping[str, int | Sequence[int]] | None = None,
+    n_iterations: int = 2,
+) -> Hierarchy:
+    """Partition ``graph`` into a hierarchy whose leaves have at most ``max_cluster_size``
+    members, warm-started from ``previous`` (a ``Hierarchy``, or node → level-0 label or leaf
+    path). ``n_iterations`` is leidenalg's, for every run in the tree (negative: until an
+    iteration changes nothing, which can take minutes on 100k nodes)."""
+    if max_cluster_size < 2:
+        raise HierarchyError(f"max_cluster_size must be >= 2, got {max_cluster_size}")
+    if previous is not None and not isinstance(previous, Hierarchy):
+        previous = Hierarchy.from_paths(previous)
+    source = tuple(a for a, _ in graph.edges)
+    target = tuple(b for _, b in graph.edges)
+    digests = _digests(graph)
+    prev = _prepare_previous(graph, previous, digests) if previous is not None else None
+    ctx = _Ctx(
+        graph.nodes, source, target, graph.weights, max_cluster_size, seed, n_iterations, prev
+    )
+    top, modularity = _level_zero(ctx)
+    return _flatten(ctx, top, modularity, dict(zip(graph.nodes, digests, strict=True)))
+
+
+def _digests(graph: WeightedGraph) -> list[int]:
+    """Per node, a 64-bit digest of its incident edges (other endpoint's key and weight)."""
+    nh = [
+        int.from_bytes(hashlib.blake2b(k.encode("utf-8"), digest_size=8).digest(), "little")
+        for k in graph.nodes
+    ]
+    acc = [0] * len(graph.nodes)
+    for (a, b), w in zip(graph.edges, graph.weights, strict=True):
+        h = (((nh[a] * 0x9E3779B97F4A7C15 + nh[b]) * 0xBF58476D1CE4E5B9) ^ hash(w)) & _MASK
+        acc[a] += h
+        acc[b] += h
+    return [x & _MASK for x in acc]
+
+
+def _prepare_previous(graph: WeightedGraph, prev: Hierarchy, digests: list[int]) -> _Prev:
+    paths = prev.paths()
+    children: dict[tuple[int, int], list[int]] = {}
+    for level, parents in enumerate(prev.parents):
+        for label, parent in sorted(parents.items()):
+            children.setdefault((level - 1, parent), []).append(label)
+    reusable = {prev.levels[lv][lab]: (lv, lab) for lv, lab in children}
+    changed = [prev.digests.get(k) != d for k, d in zip(graph.nodes, digests, strict=True)]
+    return _Prev(prev, [paths.get(k, ()) for k in graph.nodes], changed, reusable, children)
+
+
+def _level_zero(ctx: _Ctx) -> tuple[list[_Node], float]:
+    """Leiden on the whole graph, then the recursion into every oversized community."""
+    n = len(ctx.keys)
+    connected = sorted({*ctx.source, *ctx.target})
+    if len(connected) == n:
+        edges = list(zip(ctx.source, ctx.target, strict=True))
+    else:
+        local = {v: i for i, v in enumerate(connected)}
+        edges = [(local[a], local[b]) for a, b in zip(ctx.source, ctx.target, strict=True)]
+    start = _warm_start(ctx, connected, 0, edges, ctx.weight)
+    membership, modularity = _leiden(ctx, len(connected), edges, list(ctx.weight), start)
+    groups = _groups(connected, membership)
+    groups.extend([v] for v in sorted(set(range(n)) - set(connected)))
+    by_node = [0] * n
+    for c, members in enumerate(groups):
+        for v in members:
+            by_node[v] = c
+    internal = _internal_edges(ctx, by_node, range(len(ctx.source)), len(groups))
+    nodes = [_split(ctx, members, internal[c], 0) for c, members in enumerate(groups)]
+    return nodes, modularity
+
+
+def _internal_edges(
+    ctx: _Ctx, by_node: Mapping[int, int] | Sequence[int], edges: Iterable[int], n_groups: int
+) -> list[list[int]]:
+    """Indexes of the edges with both ends in the same group, bucketed by group, in order."""
+    out: list[list[int]] = [[] for _ in range(n_groups)]
+    source, target = ctx.source, ctx.target
+    for e in edges:
+        c = by_node[source[e]]
+        if c == by_node[target[e]]:
+            out[c].append(e)
+    return out
+
+
+def _groups(nodes: Sequence[int], membership: Sequence[int]) -> list[list[int]]:
+    """Members per community, ordered by descending size then smallest member (our labels)."""
+    buckets: dict[int, list[int]] = {}
+    for v, c in zip(nodes, membership, strict=True):
+        buckets.setdefault(c, []).append(v)
+    groups = [sorted(m) for m in buckets.values()]
+    groups.sort(key=lambda m: (-len(m), m[0]))
+    return groups
+
+
+def _split(ctx: _Ctx, members: list[int], edges: list[int], depth: int) -> _Node:
+    """A community, re-partitioned inside itself while it is larger than ``max_size``."""
+    if len(members) <= ctx.max_size:
+        return _Node(members, [])
+    reused = _reuse(ctx, members)
+    if reused is not None:
+        return reused
+    local = {v: i for i, v in enumerate(members)}
+    ledges = [(local[ctx.source[e]], local[ctx.target[e]]) for e in edges]
+    weights = [ctx.weight[e] for e in edges]
+    start = _warm_start(ctx, members, depth + 1, ledges, weights)
+    membership, _ = _leiden(ctx, len(members), ledges, weights, start)
+    if len(set(membership)) < 2:
+        membership, _ = _leiden(ctx, len(members), ledges, weights, None, cap=ctx.max_size)
+    if len(set(membership)) < 2:
+        raise HierarchyError(f"Leiden could not split a community of {len(members)} nodes")
+    groups = _groups(members, membership)
+    by_node = {v: c for c, g in enumerate(groups) for v in g}
+    internal = _internal_edges(ctx, by_node, edges, len(groups))
+    return _Node(members, [_split(ctx, g, internal[c], depth + 1) for c, g in enumerate(groups)])
+
+
+def _reuse(ctx: _Ctx, members: list[int]) -> _Node | None:
+    """The previous sub-hierarchy of an identical community none of whose members changed."""
+    prev = ctx.prev
+    if prev is None or any(prev.changed[v] for v in members):
+        return None
+    found = prev.reusable.get(frozenset(ctx.keys[v] for v in members))
+    if found is None:
+        return None
+    index = {ctx.keys[v]: v for v in members}
+    return _copy_subtree(prev, *found, index)
+
+
+def _copy_subtree(prev: _Prev, level: int, label: int, index: Mapping[str, int]) -> _Node:
+    members = sorted(index[k] for k in prev.hierarchy.levels[level][label])
+    kids = prev.children.get((level, label), [])
+    return _Node(members, [_copy_subtree(prev, level + 1, c, index) for c in kids])
+
+
+@dataclass(frozen=True, slots=True)
+class _Start:
+    membership: list[int]
+    fixed: list[bool]
+
+
+def _warm_start(
+    ctx: _Ctx,
+    nodes: Sequence[int],
+    level: int,
+    edges: Sequence[tuple[int, int]],
+    weights: Sequence[float],
+) -> _Start | None:
+    """Initial membership from the nodes' previous labels at ``level`` (see the module
+    docstring), and which nodes stay fixed: the members of intact previous communities."""
+    prev = ctx.prev
+    if prev is None:
+        return None
+    labels: list[int | None] = [
+        prev.paths[v][level] if len(prev.paths[v]) > level else None for v in nodes
+    ]
+    if all(lab is None for lab in labels):
+        return None
+    intact = _intact(prev, nodes, labels, level)
+    fixed = [lab is not None and lab in intact for lab in labels]
+    full = _adopt_new_nodes(labels, edges, weights)
+    inside = [e for e in edges if full[e[0]] == full[e[1]]]
+    pieces = ig.Graph(n=len(full), edges=inside).connected_components().membership
+    return _Start(list(pieces), fixed)
+
+
+def _intact(
+    prev: _Prev, nodes: Sequence[int], labels: Sequence[int | None], level: int
+) -> set[int]:
+    """Previous labels all of whose members are here and unchanged."""
+    count: dict[int, int] = {}
+    broken: set[int] = set()
+    for v, lab in zip(nodes, labels, strict=True):
+        if lab is not None:
+            count[lab] = count.get(lab, 0) + 1
+            if prev.changed[v]:
+                broken.add(lab)
+    sizes = prev.hierarchy.levels[level]
+    return {lab for lab, c in count.items() if lab not in broken and c == len(sizes[lab])}
+
+
+def _adopt_new_nodes(
+    labels: Sequence[int | None], edges: Sequence[tuple[int, int]], weights: Sequence[float]
+) -> list[int]:
+    """A node without a previous label takes the previous label with the heaviest total edge
+    weight among its neighbours (ties: smallest label), else a fresh singleton label."""
+    votes: dict[int, dict[int, float]] = {}
+    for (a, b), w in zip(edges, weights, strict=True):
+        la_, lb = labels[a], labels[b]
+        if la_ is None and lb is not None:
+            tally = votes.setdefault(a, {})
+            tally[lb] = tally.get(lb, 0.0) + w
+        elif lb is None and la_ is not None:
+            tally = votes.setdefault(b, {})
+            tally[la_] = tally.get(la_, 0.0) + w
+    fresh = max((lab for lab in labels if lab is not None), default=-1) + 1
+    full: list[int] = []
+    for v, lab in enumerate(labels):
+        if lab is None and v in votes:
+            lab = min(votes[v].items(), key=lambda kv: (-kv[1], kv[0]))[0]
+        elif lab is None:
+            lab, fresh = fresh, fresh + 1
+        full.append(lab)
+    return full
+
+
+def _leiden(
+    ctx: _Ctx,
+    n: int,
+    edges: list[tuple[int, int]],
+    weights: list[float],
+    start: _Start | None,
+    cap: int = 0,
+) -> tuple[list[int], float]:
+    """One Leiden run from ``start``; ``cap`` > 0 enforces a maximum community size."""
+    if not edges:
+        return list(range(n)), 0.0
+    g = ig.Graph(n=n, edges=edges)
+    initial = start.membership if start is not None else None
+    partition = la.ModularityVertexPartition(g, weights=weights, initial_membership=initial)
+    if start is not None and all(start.fixed):
+        return list(partition.membership), float(partition.modularity)
+    optimiser = la.Optimiser()
+    optimiser.set_rng_seed(ctx.seed)
+    if cap:
+        optimiser.max_comm_size = cap
+        optimiser.community_constraint_enforcement = 1
+    fixed = start.fixed if start is not None and any(start.fixed) else None
+    optimiser.optimise_partition(partition, ctx.n_iterations, is_membership_fixed=fixed)
+    return list(partition.membership), float(partition.modularity)
+
+
+def _flatten(
+    ctx: _Ctx, top: list[_Node], modularity: float, digests: Mapping[str, int]
+) -> Hierarchy:
+    """Label the tree level by level, breadth first, children by size then smallest member."""
+    keys = ctx.keys
+    levels: list[dict[int, frozenset[str]]] = []
+    parents: list[dict[int, int]] = []
+    frontier: list[tuple[_Node, int | None]] = [(node, None) for node in top]
+    while frontier:
+        level = len(levels)
+        levels.append({})
+        parents.append({})
+        below: list[tuple[_Node, int | None]] = []
+        for label, (node, parent) in enumerate(frontier):
+            levels[level][label] = frozenset(keys[v] for v in node.members)
+            if parent is not None:
+                parents[level][label] = parent
+            kids = sorted(node.children, key=lambda c: (-len(c.members), c.members[0]))
+            below.extend((child, label) for child in kids)
+        frontier = below
+    return Hierarchy(tuple(levels), tuple(parents), modularity, digests)
