@@ -1,0 +1,208 @@
+"""Stable community ids, and the short human-readable ids citations use.
+
+What "stable" means. A community id names one community of one level across runs: as long as
+that level has, run after run, a community whose members overlap the id's previous members by
+Jaccard ≥ ``threshold`` (settings ``community.jaccard_threshold``, default 0.3) and that wins the
+matching below, the id survives — whatever label Leiden gave it, however its members drifted, and
+whichever parent it now sits under. When no community wins it, the id ends and is never given to
+another community. Ids never move between levels: a level is part of what a community is.
+
+How it is kept. Leiden renumbers its labels by size every run, so ids come only from member
+overlap, level by level from the top: every (previous, new) pair of the same level with Jaccard
+≥ threshold is a candidate; candidates are taken greedily by descending Jaccard, then preferring
+a previous community whose parent id is the new community's parent id (the matched parent's
+lineage), then by larger overlap, then by previous id and the new community's smallest member
+key — a total order, so the outcome never depends on input order. Each previous and each new
+community is matched at most once. A child may keep its id under another parent: its members,
+and so its report, are what matter; requiring the same parent would churn the ids (and
+reports) of every intact child whenever two parents merge. Parent and children links are
+rebuilt from the new hierarchy each run, so they are always consistent.
+
+New ids. An unmatched community gets ``c-<n>`` with ``n`` drawn from the ``community`` counter
+of ``HumanIds``, the allocator carried in the job's state: counters only go up, so an id is
+never reused and never derived from positions ("old max + n" reshuffles, as in Microsoft
+GraphRAG's update, re-point ids at other communities). ``n`` is also the community's
+``human_readable_id``.
+
+``HumanIds`` gives every entity, relationship, text unit, community and report a small int that
+never changes once given and is never given to another key, even after its key disappears.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from graph.errors import GraphError
+from graph.leiden import Hierarchy
+from graph.model import Community
+
+COMMUNITY_KIND = "community"
+DEFAULT_JACCARD_THRESHOLD = 0.3
+
+
+class HumanIdsError(GraphError):
+    """A serialised ``HumanIds`` state that does not decode."""
+
+
+@dataclass(frozen=True, slots=True)
+class HumanIds:
+    """Pure allocator of ``human_readable_id``: per kind a counter and the ids given so far.
+
+    ``assign`` returns a new allocator; keys already known keep their id, new keys get the next
+    ints in the order given (pass them in a deterministic order, e.g. first seen).
+    """
+
+    next_ids: Mapping[str, int]
+    assigned: Mapping[str, Mapping[str, int]]
+
+    @classmethod
+    def empty(cls) -> HumanIds:
+        return cls({}, {})
+
+    def get(self, kind: str, key: str) -> int | None:
+        return self.assigned.get(kind, {}).get(key)
+
+    def next_id(self, kind: str) -> int:
+        return self.next_ids.get(kind, 0)
+
+    def assign(self, kind: str, keys: Iterable[str]) -> HumanIds:
+        known = self.assigned.get(kind, {})
+        fresh = [k for k in dict.fromkeys(keys) if k not in known]
+        if not fresh:
+            return self
+        start = self.next_id(kind)
+        table = {**known, **{k: start + i for i, k in enumerate(fresh)}}
+        return HumanIds({**self.next_ids, kind: start + len(fresh)}, {**self.assigned, kind: table})
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-able form (orjson) for the job's state."""
+        return {
+            "next_ids": dict(sorted(self.next_ids.items())),
+            "assigned": {k: dict(v) for k, v in sorted(self.assigned.items())},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> HumanIds:
+        try:
+            next_ids = {str(k): int(v) for k, v in data["next_ids"].items()}  # type: ignore[attr-defined]
+            assigned = {
+                str(kind): {str(key): int(n) for key, n in table.items()}
+                for kind, table in data["assigned"].items()  # type: ignore[attr-defined]
+            }
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise HumanIdsError(f"malformed human-id state: {e!r}") from e
+        for kind, table in assigned.items():
+            if table and max(table.values()) >= next_ids.get(kind, 0):
+                raise HumanIdsError(f"counter of {kind!r} is behind the ids it gave")
+        return cls(next_ids, assigned)
+
+
+@dataclass(frozen=True, slots=True)
+class StableCommunities:
+    """The run's communities with stable ids (level by level, in hierarchy label order) and
+    the allocator to carry to the next run."""
+
+    communities: tuple[Community, ...]
+    human_ids: HumanIds
+
+
+def assign_community_ids(
+    hierarchy: Hierarchy,
+    previous: Sequence[Community],
+    human_ids: HumanIds,
+    *,
+    threshold: float = DEFAULT_JACCARD_THRESHOLD,
+) -> StableCommunities:
+    """Give each community of ``hierarchy`` a stable id by matching it to ``previous``."""
+    if not 0 < threshold <= 1:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    ids: list[dict[int, str]] = []
+    fresh: list[tuple[int, int]] = []  # (level, label) needing a new id, in allocation order
+    for level, communities in enumerate(hierarchy.levels):
+        parent_ids = {lab: ids[level - 1][p] for lab, p in hierarchy.parents[level].items()}
+        old = [c for c in previous if c.level == level]
+        level_ids = match_level(communities, parent_ids, old, threshold)
+        for label in sorted(communities):
+            if label not in level_ids:
+                level_ids[label] = f"\x00unmatched-{label}"  # no previous parent id equals it
+                fresh.append((level, label))
+        ids.append(level_ids)
+    new_ids, human_ids = _fresh_ids(human_ids, len(fresh), {c.id for c in previous})
+    for (level, label), new_id in zip(fresh, new_ids, strict=True):
+        ids[level][label] = new_id
+    out = _communities(hierarchy, ids)
+    return StableCommunities(out, human_ids.assign(COMMUNITY_KIND, (c.id for c in out)))
+
+
+def match_level(
+    new: Mapping[int, frozenset[str]],
+    new_parent_ids: Mapping[int, str],
+    old: Sequence[Community],
+    threshold: float,
+) -> dict[int, str]:
+    """Greedy one-to-one matching of one level's new labels to previous ids (rule in the
+    module docstring). Returns label → previous id for the matched labels."""
+    owner = {key: i for i, c in enumerate(old) for key in c.entity_keys}
+    candidates: list[tuple[float, bool, int, str, str, int]] = []
+    for label, members in new.items():
+        overlap: dict[int, int] = {}
+        for key in members:
+            i = owner.get(key)
+            if i is not None:
+                overlap[i] = overlap.get(i, 0) + 1
+        for i, inter in overlap.items():
+            o = old[i]
+            jaccard = inter / (len(members) + len(o.entity_keys) - inter)
+            if jaccard >= threshold:
+                other_lineage = o.parent is None or o.parent != new_parent_ids.get(label)
+                candidates.append((-jaccard, other_lineage, -inter, o.id, min(members), label))
+    candidates.sort()
+    result: dict[int, str] = {}
+    used: set[str] = set()
+    for *_, old_id, _, label in candidates:
+        if label not in result and old_id not in used:
+            result[label] = old_id
+            used.add(old_id)
+    return result
+
+
+def _fresh_ids(human_ids: HumanIds, count: int, taken: set[str]) -> tuple[list[str], HumanIds]:
+    """``count`` ids ``c-<n>`` from the community counter, skipping any id already in use (a
+    state whose counter lags its communities must not produce a duplicate)."""
+    known = human_ids.assigned.get(COMMUNITY_KIND, {})
+    n = human_ids.next_id(COMMUNITY_KIND)
+    table = dict(known)
+    out: list[str] = []
+    while len(out) < count:
+        candidate = f"c-{n}"
+        if candidate not in taken and candidate not in known:
+            out.append(candidate)
+            table[candidate] = n
+        n += 1
+    if not out:
+        return out, human_ids
+    return out, HumanIds(
+        {**human_ids.next_ids, COMMUNITY_KIND: n}, {**human_ids.assigned, COMMUNITY_KIND: table}
+    )
+
+
+def _communities(hierarchy: Hierarchy, ids: list[dict[int, str]]) -> tuple[Community, ...]:
+    children: dict[tuple[int, int], list[str]] = {}
+    for level in range(1, len(hierarchy.levels)):
+        for label, parent in sorted(hierarchy.parents[level].items()):
+            children.setdefault((level - 1, parent), []).append(ids[level][label])
+    out: list[Community] = []
+    for level, communities in enumerate(hierarchy.levels):
+        for label in sorted(communities):
+            up = hierarchy.parents[level].get(label)
+            out.append(
+                Community(
+                    id=ids[level][label],
+                    level=level,
+                    parent=None if up is None else ids[level - 1][up],
+                    children=tuple(children.get((level, label), ())),
+                    entity_keys=communities[label],
+                )
+            )
+    return tuple(out)

@@ -1,0 +1,154 @@
+"""Lineage: what happened to the communities between two runs, as events.
+
+Communities are compared level by level (ids never change level). ``share`` (default 0.25) is
+how much of a previous community must land in a new one for that new one to be its
+*successor* (and it its *predecessor*); "mainly in" means more than half of its members.
+
+- ``split``: a previous community has ≥ 2 successors that together hold more than half of it.
+  One event, on the previous id, listing the successors.
+- ``merged``: ≥ 2 previous communities are each mainly in one new community. One event, on the
+  new id, listing those predecessors.
+- ``grew`` / ``shrank`` / ``unchanged``: a community that kept its id (``graph.community_ids``)
+  and is in no split or merge; its size changed by more than ``size_tolerance`` (a share of the
+  previous size, default 0.1) or not. Members may drift within the tolerance.
+- ``emerged``: a new id that no split or merge explains. Usually nothing overlaps it; if a
+  previous community did overlap it (a storyline so transformed that its id ended), that one is
+  listed as a predecessor.
+- ``dissolved``: a previous id that ended with no split or merge explaining it; successors are
+  listed when some of its members live on elsewhere.
+- ``bootstrap``: the first run of an empty index — one event instead of an ``emerged`` per
+  community: ``size`` is the number of entities clustered, ``successors`` the level-0 ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from graph.model import Community
+
+EventKind = Literal[
+    "bootstrap", "emerged", "grew", "shrank", "split", "merged", "dissolved", "unchanged"
+]
+DEFAULT_SHARE = 0.25
+DEFAULT_SIZE_TOLERANCE = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class LineageEvent:
+    """One change of one community. ``size`` is the id's size in this run (0 once it ended),
+    ``previous_size`` its size in the previous run (0 if it is new)."""
+
+    kind: EventKind
+    community_id: str | None  # None only for ``bootstrap``
+    level: int
+    size: int
+    previous_size: int
+    predecessors: tuple[str, ...] = ()
+    successors: tuple[str, ...] = ()
+
+
+def classify(
+    previous: Sequence[Community],
+    current: Sequence[Community],
+    *,
+    share: float = DEFAULT_SHARE,
+    size_tolerance: float = DEFAULT_SIZE_TOLERANCE,
+) -> list[LineageEvent]:
+    """Events of one run, sorted by level, then community id, then kind."""
+    if not previous:
+        return _bootstrap(current) if current else []
+    levels = {c.level for c in previous} | {c.level for c in current}
+    events: list[LineageEvent] = []
+    for level in sorted(levels):
+        old = [c for c in previous if c.level == level]
+        new = [c for c in current if c.level == level]
+        events.extend(_classify_level(level, old, new, share, size_tolerance))
+    events.sort(key=lambda e: (e.level, e.community_id or "", e.kind))
+    return events
+
+
+def _bootstrap(current: Sequence[Community]) -> list[LineageEvent]:
+    top = sorted(c.id for c in current if c.level == 0)
+    size = len(frozenset().union(*(c.entity_keys for c in current if c.level == 0)))
+    return [LineageEvent("bootstrap", None, 0, size, 0, (), tuple(top))]
+
+
+def _overlaps(old: Sequence[Community], new: Sequence[Community]) -> dict[tuple[int, int], int]:
+    """(old index, new index) → number of shared members, for pairs that share any."""
+    owner = {key: j for j, c in enumerate(new) for key in c.entity_keys}
+    out: dict[tuple[int, int], int] = {}
+    for i, c in enumerate(old):
+        for key in c.entity_keys:
+            j = owner.get(key)
+            if j is not None:
+                out[(i, j)] = out.get((i, j), 0) + 1
+    return out
+
+
+def _classify_level(
+    level: int,
+    old: Sequence[Community],
+    new: Sequence[Community],
+    share: float,
+    size_tolerance: float,
+) -> list[LineageEvent]:
+    overlap = _overlaps(old, new)
+    succ: dict[int, list[int]] = {}  # old index → new indexes holding ≥ share of it
+    pred: dict[int, list[int]] = {}  # new index → old indexes it holds ≥ share of
+    mainly: dict[int, list[int]] = {}  # new index → old indexes mainly in it
+    for (i, j), n in sorted(overlap.items(), key=lambda kv: (-kv[1], kv[0])):
+        size = len(old[i].entity_keys)
+        if n >= share * size:
+            succ.setdefault(i, []).append(j)
+            pred.setdefault(j, []).append(i)
+        if 2 * n > size:
+            mainly.setdefault(j, []).append(i)
+    split = {
+        i
+        for i, js in succ.items()
+        if len(js) >= 2 and 2 * sum(overlap[(i, j)] for j in js) > len(old[i].entity_keys)
+    }
+    merged = {j for j, is_ in mainly.items() if len(is_) >= 2}
+    in_merge = {i for j in merged for i in mainly[j]}
+    split_products = {j for i in split for j in succ[i]}
+    old_by_id = {c.id: i for i, c in enumerate(old)}
+    new_ids = {c.id for c in new}
+    events: list[LineageEvent] = []
+
+    def now(old_id: str) -> int:
+        return next((len(c.entity_keys) for c in new if c.id == old_id), 0)
+
+    for i in sorted(split):
+        o = old[i]
+        ids = tuple(new[j].id for j in succ[i])
+        events.append(LineageEvent("split", o.id, level, now(o.id), len(o.entity_keys), (), ids))
+    for j in sorted(merged):
+        c = new[j]
+        before = len(old[old_by_id[c.id]].entity_keys) if c.id in old_by_id else 0
+        ids = tuple(sorted(old[i].id for i in mainly[j]))
+        events.append(LineageEvent("merged", c.id, level, len(c.entity_keys), before, ids))
+    for i, o in enumerate(old):
+        if o.id not in new_ids and i not in split and i not in in_merge:
+            ids = tuple(new[j].id for j in succ.get(i, ()))
+            events.append(LineageEvent("dissolved", o.id, level, 0, len(o.entity_keys), (), ids))
+    for j, c in enumerate(new):
+        if j in merged:
+            continue
+        if c.id in old_by_id:
+            if old_by_id[c.id] not in split:
+                o = old[old_by_id[c.id]]
+                events.append(_resized(level, o, c, size_tolerance))
+        elif j not in split_products:
+            ids = tuple(old[i].id for i in pred.get(j, ()))
+            events.append(LineageEvent("emerged", c.id, level, len(c.entity_keys), 0, ids))
+    return events
+
+
+def _resized(level: int, old: Community, new: Community, tolerance: float) -> LineageEvent:
+    before, after = len(old.entity_keys), len(new.entity_keys)
+    kind: EventKind = "unchanged"
+    if abs(after - before) > tolerance * before:
+        kind = "grew" if after > before else "shrank"
+    return LineageEvent(kind, new.id, level, after, before)
