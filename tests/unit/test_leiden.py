@@ -1,0 +1,209 @@
+"""Hierarchical Leiden on planted graphs: determinism, size bound, warm start, reuse."""
+
+from __future__ import annotations
+
+import random
+from itertools import combinations
+
+import igraph as ig
+import orjson
+import pytest
+
+from graph.leiden import (
+    Hierarchy,
+    HierarchyError,
+    WeightedGraph,
+    build_graph,
+    hierarchical_leiden,
+)
+
+Edge = tuple[str, str, float]
+
+
+# ---- builders (also used by test_community_ids and test_lineage) ---------------------------
+def node(cluster: int, i: int) -> str:
+    return f"k{cluster:02d}-{i:02d}"
+
+
+def clique(cluster: int, size: int) -> list[Edge]:
+    return [(node(cluster, a), node(cluster, b), 1.0) for a, b in combinations(range(size), 2)]
+
+
+def cliques(k: int, size: int) -> tuple[list[str], list[Edge]]:
+    """``k`` cliques of ``size`` joined in a ring by one edge each (sparse inter-edges)."""
+    nodes = [node(c, i) for c in range(k) for i in range(size)]
+    edges = [e for c in range(k) for e in clique(c, size)]
+    edges += [(node(c, 0), node((c + 1) % k, 1), 1.0) for c in range(k)]
+    return nodes, edges
+
+
+def modules(k: int, size: int, p_in: float, inter: int, seed: int) -> tuple[list[str], list[Edge]]:
+    """``k`` random dense modules of ``size`` nodes (larger than a leaf) plus ``inter``
+    random edges between modules."""
+    rng = random.Random(seed)
+    nodes = [node(c, i) for c in range(k) for i in range(size)]
+    edges = [
+        (node(c, a), node(c, b), 1.0)
+        for c in range(k)
+        for a, b in combinations(range(size), 2)
+        if rng.random() < p_in
+    ]
+    for _ in range(inter):
+        c1, c2 = rng.sample(range(k), 2)
+        edges.append((node(c1, rng.randrange(size)), node(c2, rng.randrange(size)), 1.0))
+    return nodes, edges
+
+
+def shuffled(nodes: list[str], edges: list[Edge], seed: int) -> tuple[list[str], list[Edge]]:
+    """Same graph, other order: nodes and edges shuffled, half the edges reversed."""
+    rng = random.Random(seed)
+    n2, e2 = list(nodes), [(t, s, w) if rng.random() < 0.5 else (s, t, w) for s, t, w in edges]
+    rng.shuffle(n2)
+    rng.shuffle(e2)
+    return n2, e2
+
+
+def level0(h: Hierarchy) -> set[frozenset[str]]:
+    return set(h.levels[0].values())
+
+
+def nmi(a: list[frozenset[str]], b: list[frozenset[str]]) -> float:
+    """NMI of two partitions of the same keys (igraph's implementation)."""
+    label_a = {k: i for i, m in enumerate(a) for k in m}
+    label_b = {k: i for i, m in enumerate(b) for k in m}
+    keys = sorted(label_a)
+    return float(
+        ig.compare_communities([label_a[k] for k in keys], [label_b[k] for k in keys], method="nmi")
+    )
+
+
+def run(nodes: list[str], edges: list[Edge], previous: Hierarchy | None = None) -> Hierarchy:
+    return hierarchical_leiden(build_graph(nodes, edges), previous=previous)
+
+
+# ---- tests ---------------------------------------------------------------------------------
+class TestDeterminism:
+    @pytest.mark.parametrize("seed", [1, 2, 3])
+    def test_edge_and_node_order_do_not_matter(self, seed: int) -> None:
+        nodes, edges = modules(8, 20, 0.4, 30, seed=7)
+        assert run(*shuffled(nodes, edges, seed)) == run(nodes, edges)
+
+    def test_warm_start_on_unchanged_graph_is_a_fixed_point(self) -> None:
+        nodes, edges = modules(8, 20, 0.4, 30, seed=7)
+        first = run(nodes, edges)
+        assert run(*shuffled(nodes, edges, 5), previous=first) == first
+
+    def test_seed_is_the_callers(self) -> None:
+        nodes, edges = modules(8, 20, 0.4, 30, seed=7)
+        g = build_graph(nodes, edges)
+        runs = {repr(hierarchical_leiden(g, seed=s).paths()) for s in (1, 2, 3, 4)}
+        assert len(runs) > 1  # the seed reaches Leiden (sub-partitions of a module vary)
+
+
+class TestHierarchyShape:
+    def test_planted_cliques_are_the_level0_communities(self) -> None:
+        nodes, edges = cliques(8, 5)
+        h = run(nodes, edges)
+        assert level0(h) == {frozenset(node(c, i) for i in range(5)) for c in range(8)}
+        assert len(h.levels) == 1 and h.modularity > 0.7
+
+    @pytest.mark.parametrize("max_size", [3, 5, 10])
+    def test_leaves_respect_max_cluster_size(self, max_size: int) -> None:
+        nodes, edges = modules(6, 30, 0.5, 20, seed=3)
+        h = hierarchical_leiden(build_graph(nodes, edges), max_cluster_size=max_size)
+        assert len(h.levels) >= 2
+        assert max(len(m) for m in h.leaves()) <= max_size
+        assert sorted(k for m in h.leaves() for k in m) == sorted(nodes)  # leaves partition
+
+    def test_a_clique_too_big_for_a_leaf_is_still_split(self) -> None:
+        # modularity never splits a clique; the size-constrained fallback must
+        h = run([], clique(0, 25))
+        assert max(len(m) for m in h.leaves()) <= 10
+        assert len(h.levels[0]) == 1 and len(h.levels[1]) >= 3
+
+    def test_every_level_partitions_its_parents_members(self) -> None:
+        nodes, edges = modules(6, 30, 0.5, 20, seed=3)
+        h = run(nodes, edges)
+        assert sorted(k for m in h.levels[0].values() for k in m) == sorted(nodes)
+        for level in range(len(h.levels) - 1):
+            for label, members in h.levels[level].items():
+                kids = h.children(level, label)
+                if kids:
+                    assert frozenset().union(*(h.levels[level + 1][c] for c in kids)) == members
+                    assert len(members) > 10
+                else:
+                    assert len(members) <= 10
+
+    def test_isolated_nodes_are_singletons(self) -> None:
+        nodes, edges = cliques(3, 5)
+        h = run([*nodes, "lonely-a", "lonely-b"], edges)
+        assert frozenset({"lonely-a"}) in level0(h) and frozenset({"lonely-b"}) in level0(h)
+
+    def test_empty_graph(self) -> None:
+        h = run([], [])
+        assert h.levels == () and h.modularity == 0.0
+
+
+class TestWarmStart:
+    def test_new_node_joins_its_neighbours(self) -> None:
+        nodes, edges = cliques(6, 5)
+        first = run(nodes, edges)
+        extra = [("newcomer", node(2, i), 1.0) for i in range(3)] + [("newcomer", node(4, 0), 1.0)]
+        second = run(nodes, edges + extra, previous=first)
+        assert frozenset({*(node(2, i) for i in range(5)), "newcomer"}) in level0(second)
+
+    def test_one_percent_edge_change_keeps_the_partition(self) -> None:
+        nodes, edges = modules(30, 20, 0.5, 60, seed=11)
+        first = run(nodes, edges)
+        rng = random.Random(4)
+        changed = list(edges)
+        for _ in range(len(edges) // 200):
+            changed.pop(rng.randrange(len(changed)))
+            a, b = rng.sample(nodes, 2)
+            changed.append((a, b, 1.0))
+        second = run(nodes, changed, previous=first)
+        assert nmi(first.leaves(), second.leaves()) > 0.9
+        assert nmi(list(first.levels[0].values()), list(second.levels[0].values())) > 0.95
+        assert second.modularity >= run(nodes, changed).modularity - 0.01
+
+    def test_untouched_community_keeps_its_sub_hierarchy(self) -> None:
+        nodes, edges = modules(6, 30, 0.5, 0, seed=3)  # components: one module each
+        first = run(nodes, edges)
+        grown = [*edges, (node(0, 0), "newcomer", 1.0), (node(0, 1), "newcomer", 1.0)]
+        second = run([*nodes, "newcomer"], grown, previous=first)
+        module5 = frozenset(node(5, i) for i in range(30))
+
+        def subtree(h: Hierarchy) -> set[frozenset[str]]:
+            return {m for lv in h.levels[1:] for m in lv.values() if m <= module5}
+
+        assert subtree(second) == subtree(first) and len(subtree(first)) >= 2
+
+    def test_paths_are_an_accepted_warm_start(self) -> None:
+        nodes, edges = modules(8, 20, 0.4, 30, seed=7)
+        first = run(nodes, edges)
+        second = hierarchical_leiden(build_graph(nodes, edges), previous=first.paths())
+        assert level0(second) == level0(first)
+
+
+class TestInput:
+    def test_duplicate_pairs_are_summed_and_self_loops_dropped(self) -> None:
+        g = build_graph(["c"], [("a", "b", 1.0), ("b", "a", 2.0), ("a", "a", 5.0)])
+        assert g == WeightedGraph(("a", "b", "c"), ((0, 1),), (3.0,))
+
+    @pytest.mark.parametrize("weight", [-1.0, float("nan"), float("inf")])
+    def test_bad_weights_are_refused(self, weight: float) -> None:
+        with pytest.raises(HierarchyError, match="weight"):
+            build_graph([], [("a", "b", weight)])
+
+    def test_too_small_max_cluster_size_is_refused(self) -> None:
+        with pytest.raises(HierarchyError, match="max_cluster_size"):
+            hierarchical_leiden(build_graph([], [("a", "b", 1.0)]), max_cluster_size=1)
+
+    def test_state_roundtrips_through_json(self) -> None:
+        nodes, edges = modules(6, 30, 0.5, 20, seed=3)
+        h = run(nodes, edges)
+        assert Hierarchy.from_dict(orjson.loads(orjson.dumps(h.to_dict()))) == h
+
+    def test_malformed_state_is_a_typed_error(self) -> None:
+        with pytest.raises(HierarchyError, match="malformed"):
+            Hierarchy.from_dict({"levels": [{"x": ["a"]}]})
