@@ -98,7 +98,9 @@ def _classify_level(
     succ: dict[int, list[int]] = {}  # old index → new indexes holding ≥ share of it
     pred: dict[int, list[int]] = {}  # new index → old indexes it holds ≥ share of
     mainly: dict[int, list[int]] = {}  # new index → old indexes mainly in it
-    for (i, j), n in sorted(overlap.items(), key=lambda kv: (-kv[1], kv[0])):
+    for (i, j), n in sorted(
+        overlap.items(), key=lambda kv: (-kv[1], old[kv[0][0]].id, new[kv[0][1]].id)
+    ):
         size = len(old[i].entity_keys)
         if n >= share * size:
             succ.setdefault(i, []).append(j)
@@ -114,23 +116,20 @@ def _classify_level(
     in_merge = {i for j in merged for i in mainly[j]}
     split_products = {j for i in split for j in succ[i]}
     old_by_id = {c.id: i for i, c in enumerate(old)}
-    new_ids = {c.id for c in new}
+    new_size = {c.id: len(c.entity_keys) for c in new}
     events: list[LineageEvent] = []
-
-    def now(old_id: str) -> int:
-        return next((len(c.entity_keys) for c in new if c.id == old_id), 0)
-
     for i in sorted(split):
         o = old[i]
         ids = tuple(new[j].id for j in succ[i])
-        events.append(LineageEvent("split", o.id, level, now(o.id), len(o.entity_keys), (), ids))
+        size = new_size.get(o.id, 0)
+        events.append(LineageEvent("split", o.id, level, size, len(o.entity_keys), (), ids))
     for j in sorted(merged):
         c = new[j]
         before = len(old[old_by_id[c.id]].entity_keys) if c.id in old_by_id else 0
         ids = tuple(sorted(old[i].id for i in mainly[j]))
         events.append(LineageEvent("merged", c.id, level, len(c.entity_keys), before, ids))
     for i, o in enumerate(old):
-        if o.id not in new_ids and i not in split and i not in in_merge:
+        if o.id not in new_size and i not in split and i not in in_merge:
             ids = tuple(new[j].id for j in succ.get(i, ()))
             events.append(LineageEvent("dissolved", o.id, level, 0, len(o.entity_keys), (), ids))
     for j, c in enumerate(new):
