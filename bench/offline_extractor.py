@@ -40,6 +40,7 @@ from kgrag.tokenizer import get_encoding
 
 DATA = Path("/work/shared/data/reuters-1987-dev.jsonl")
 RESULT = Path(__file__).resolve().parent / "results" / "offline_extractor.json"
+SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "news" / "articles.jsonl"
 
 # Written for this bench, not taken from the extractor: Reuters table words and trailers,
 # units, calendar words, bare corporate suffixes and generic words that a hub must not be.
@@ -71,6 +72,8 @@ def main() -> int:
     extractions = {d: [extract_offline(c) for c in cs] for d, cs in chunks_by_doc.items()}
     elapsed = time.perf_counter() - started
     result = _report(articles, extractions, n_chunks, elapsed, args.sample)
+    result["sample_corpus"] = _sample_communities(SAMPLE)
+    print(f"sample corpus: {result['sample_corpus']}")
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     RESULT.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"written {RESULT}")
@@ -164,6 +167,57 @@ def _report(
     }
     _print(result)
     return result
+
+
+def _sample_communities(path: Path) -> dict[str, object]:
+    """Leiden (modularity, seeded) on the sample corpus's extracted graph, weight = number of
+    chunks naming the pair: the six storylines should come out as six communities."""
+    import igraph as ig
+    import leidenalg
+
+    articles = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
+    storyline: dict[str, Counter[str]] = defaultdict(Counter)
+    weights: Counter[tuple[str, str]] = Counter()
+    for a in articles:
+        chunk = Chunk(
+            id=str(a["id"]),
+            document_id=str(a["id"]),
+            title=str(a["title"]),
+            published_at=str(a["published_at"]),
+            position=0,
+            text=str(a["text"]),
+            n_tokens=0,
+        )
+        ex = extract_offline(chunk)
+        for e in ex.entities:
+            storyline[entity_key(e.name)][a["metadata"]["storyline"]] += 1
+        for r in ex.relationships:
+            a_key, b_key = sorted((entity_key(r.source), entity_key(r.target)))
+            weights[(a_key, b_key)] += 1
+    nodes = sorted(storyline)
+    index = {k: i for i, k in enumerate(nodes)}
+    pairs = sorted(weights)
+    graph = ig.Graph(n=len(nodes), edges=[(index[a], index[b]) for a, b in pairs])
+    partition = leidenalg.find_partition(
+        graph,
+        leidenalg.ModularityVertexPartition,
+        weights=[weights[p] for p in pairs],
+        seed=0xDEADBEEF,
+    )
+    big = [c for c in partition if len(c) >= 3]
+    purity = [
+        sum(storyline[nodes[i]].most_common(1)[0][1] for i in c)
+        / sum(sum(storyline[nodes[i]].values()) for i in c)
+        for c in big
+    ]
+    return {
+        "entities": len(nodes),
+        "edges": len(pairs),
+        "isolated_entities": sum(1 for d in graph.degree() if d == 0),
+        "communities_of_3_or_more": len(big),
+        "community_sizes": sorted((len(c) for c in partition), reverse=True),
+        "mean_storyline_purity": round(sum(purity) / len(purity), 3) if purity else None,
+    }
 
 
 def _is_boilerplate(key: str) -> bool:

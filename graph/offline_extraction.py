@@ -8,9 +8,13 @@ the same extraction, so redelivery and replays change nothing downstream.
 
 Chunk-level resolution happens here: a surname alone ("Baker said") becomes the full name the
 chunk gave earlier or later ("James A. Baker"), provided exactly one person has that surname;
-a word whose type its own letters do not show takes the type the chunk gave it elsewhere; a
+a word whose type its own letters do not show takes the type the chunk gave it elsewhere, else
+the type the words around its mentions vote for (``graph.offline_context``), and only then the
+fallback; a demonym of a place of the chunk ("Tarvonian") is a mention of that place; a
 capitalised word that only ever starts sentences, or that the chunk also uses in lower case,
-is ordinary English and dropped.
+is ordinary English and dropped. A dateline's places are mentions of the first sentence.
+Besides same-sentence pairs, a sentence naming a single entity (a quoted analyst) is weakly
+linked to the entities of the adjacent sentences of its paragraph.
 """
 
 from __future__ import annotations
@@ -22,9 +26,15 @@ from dataclasses import dataclass, replace
 
 from graph.keys import entity_key
 from graph.model import Chunk, ChunkExtraction, EntityMention, RelationshipMention
-from graph.offline_lexicon import PERSON_ROLE_WORDS, SOLO_STOP
-from graph.offline_phrases import Candidate, caps_candidates, sentence_candidates
-from graph.offline_text import Sentence, paragraph_kind, paragraphs, sentences
+from graph.offline_context import SPEAKER, context_type, demonym_of
+from graph.offline_lexicon import SOLO_STOP
+from graph.offline_phrases import (
+    Candidate,
+    caps_candidates,
+    dateline_candidates,
+    sentence_candidates,
+)
+from graph.offline_text import Sentence, paragraph_kind, paragraphs, sentences, split_dateline
 
 DEFAULT_ENTITY_TYPES: tuple[str, ...] = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_CHARS = 240
@@ -33,10 +43,21 @@ MAX_SENTENCES_PER_DESCRIPTION = 2
 # in the list are linked, so one enumeration does not become a clique.
 MAX_CLIQUE = 8
 NEIGHBOURS_IN_LISTS = 2
+# Names in adjacent sentences of one paragraph, one of which names a single entity ("...,"
+# the analyst said"), are linked at the bottom of the strength scale.
+ADJACENT_STRENGTH = 1.0
 FALLBACK_TYPE = "organization"  # business news: an unexplained proper noun is usually a company
 
-_NOT_PERSONAL = frozenset({"lead", "co-lead"})
 _LOWER_WORD = re.compile(r"\b[a-z][a-z\-]+\b")
+
+
+@dataclass(frozen=True, slots=True)
+class _Segment:
+    """A sentence with its candidate phrases and the paragraph it belongs to."""
+
+    sentence: Sentence
+    candidates: tuple[Candidate, ...]
+    paragraph: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,64 +76,133 @@ def extract_offline(
 ) -> ChunkExtraction:
     """Entities and co-occurrence relationships of one chunk, labelled ``mode="offline"``."""
     allowed = {t.strip().lower() for t in entity_types}
-    found_sentences = _sentences_with_candidates(chunk.text)
-    found = [f for f in _resolve(found_sentences, chunk.text) if f.type in allowed]
-    texts = [s.text for s, _ in found_sentences]
+    segments = _segments(chunk.text)
+    found = [f for f in _resolve(segments, chunk.text) if f.type in allowed]
+    texts = [s.sentence.text for s in segments]
     entities = _entities(found, texts, chunk.id)
-    relationships = _relationships(found, texts, chunk.id)
+    relationships = _relationships(found, segments, chunk.id)
     return ChunkExtraction(
         chunk=chunk, entities=entities, relationships=relationships, mode="offline"
     )
 
 
-def _sentences_with_candidates(text: str) -> list[tuple[Sentence, list[Candidate]]]:
-    result: list[tuple[Sentence, list[Candidate]]] = []
-    for paragraph in paragraphs(text):
+def _segments(text: str) -> list[_Segment]:
+    """Sentences of the prose and headline paragraphs; the dateline joins the first one."""
+    places, body = split_dateline(text)
+    result: list[_Segment] = []
+    for index, paragraph in enumerate(paragraphs(body)):
         kind = paragraph_kind(paragraph)
         if kind == "table":
             continue
         finder = caps_candidates if kind == "caps" else sentence_candidates
-        result.extend((s, finder(s)) for s in sentences(paragraph))
+        result.extend(_Segment(s, tuple(finder(s)), index) for s in sentences(paragraph))
+    dateline = tuple(dateline_candidates(places))
+    if dateline and result:
+        result[0] = replace(result[0], candidates=dateline + result[0].candidates)
+    elif dateline:
+        result.append(_Segment(Sentence(", ".join(places), ()), dateline, 0))
     return result
 
 
-def _resolve(found_sentences: list[tuple[Sentence, list[Candidate]]], text: str) -> list[_Found]:
-    """Give every candidate its final name and type, or drop it."""
+def _resolve(segments: list[_Segment], text: str) -> list[_Found]:
+    """Give every candidate its final name and type, or drop it.
+
+    Types come, in this order, from the phrase's own words anywhere in the chunk, from the
+    words around its mentions (see ``graph.offline_context``), and only then from the
+    fallback; ordinary English words are dropped before the context is asked."""
     lower_words = set(_LOWER_WORD.findall(text))
-    typed = _typed_keys(found_sentences)
-    surnames = _surnames(found_sentences)
     mid_sentence = {
-        entity_key(c.name) for _, cands in found_sentences for c in cands if not c.clause_start
+        entity_key(c.name) for s in segments for c in s.candidates if not c.clause_start
     }
+    typed = _typed_keys(segments)
+    cued = _cued_keys(segments, typed, mid_sentence, lower_words)
+    surnames = _surnames(segments, cued)
+    places = _places(segments, typed, cued)
     result: list[_Found] = []
-    for index, (sentence, cands) in enumerate(found_sentences):
-        for cand in cands:
+    for index, segment in enumerate(segments):
+        for cand in segment.candidates:
             cand = _full_name(cand, surnames)
+            cand = _as_place(cand, places)
             key = entity_key(cand.name)
-            kind = cand.type or _infer_type(cand, key, sentence, typed, mid_sentence, lower_words)
+            kind = cand.type or typed.get(key)
+            if kind is None and (
+                key in cued or not _plain_english(cand, key, mid_sentence, lower_words)
+            ):
+                kind = cued.get(key, FALLBACK_TYPE)
             if key and kind:
                 result.append(_Found(key, cand.name, kind, index, cand.position))
     return result
 
 
-def _typed_keys(found_sentences: list[tuple[Sentence, list[Candidate]]]) -> dict[str, str]:
+def _typed_keys(segments: list[_Segment]) -> dict[str, str]:
     """The type each key was given by its own words somewhere in the chunk."""
     votes: dict[str, Counter[str]] = defaultdict(Counter)
-    for _, cands in found_sentences:
-        for c in cands:
+    for segment in segments:
+        for c in segment.candidates:
             if c.type:
                 votes[entity_key(c.name)][c.type] += 1
     return {k: v.most_common(1)[0][0] for k, v in votes.items()}
 
 
-def _surnames(found_sentences: list[tuple[Sentence, list[Candidate]]]) -> dict[str, set[str]]:
-    """Surname key -> the full names (of two words or more) that end with it."""
+def _cued_keys(
+    segments: list[_Segment],
+    typed: dict[str, str],
+    mid_sentence: set[str],
+    lower_words: set[str],
+) -> dict[str, str]:
+    """The type the contexts of a key's untyped mentions vote for, over the whole chunk."""
+    votes: dict[str, Counter[str]] = defaultdict(Counter)
+    alone = {entity_key(c.name) for s in segments for c in s.candidates if len(c.words) == 1}
+    for segment in segments:
+        for c in segment.candidates:
+            key = entity_key(c.name)
+            if c.type or key in typed:
+                continue
+            cue = context_type(c, segment.sentence)
+            if cue == SPEAKER:
+                cue = "person" if entity_key(c.words[-1]) in alone else None
+            if cue and not _plain_english(c, key, mid_sentence, lower_words, geo=cue == "geo"):
+                votes[key][cue] += 1
+    return {k: sorted(v.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] for k, v in votes.items()}
+
+
+def _plain_english(
+    cand: Candidate, key: str, mid_sentence: set[str], lower_words: set[str], *, geo: bool = False
+) -> bool:
+    """A capitalised word that is only a sentence start (unless it owns a government:
+    "Tarvonia's cabinet"), or that the chunk also writes in lower case, or a stop word."""
+    if len(cand.words) == 1:
+        word = cand.words[0]
+        return (
+            word in SOLO_STOP
+            or word.lower() in lower_words
+            or (cand.clause_start and key not in mid_sentence and not geo)
+        )
+    return cand.clause_start and cand.words[0].lower() in lower_words
+
+
+def _surnames(segments: list[_Segment], cued: dict[str, str]) -> dict[str, set[str]]:
+    """Surname key -> the full names (of two words or more) of people that end with it."""
     names: dict[str, set[str]] = defaultdict(set)
-    for _, cands in found_sentences:
-        for c in cands:
-            if c.type == "person" and len(c.words) > 1:
+    for segment in segments:
+        for c in segment.candidates:
+            person = c.type == "person" or (
+                c.type is None and cued.get(entity_key(c.name)) == "person"
+            )
+            if person and len(c.words) > 1:
                 names[entity_key(c.words[-1])].add(c.name)
     return names
+
+
+def _places(segments: list[_Segment], typed: dict[str, str], cued: dict[str, str]) -> list[str]:
+    """One-word places of the chunk, whose demonyms ("Tarvonian") are not names of their own."""
+    found: dict[str, str] = {}
+    for segment in segments:
+        for c in segment.candidates:
+            key = entity_key(c.name)
+            if len(c.words) == 1 and "geo" in (c.type, typed.get(key), cued.get(key)):
+                found.setdefault(key, c.name)
+    return sorted(found.values())
 
 
 def _full_name(cand: Candidate, surnames: dict[str, set[str]]) -> Candidate:
@@ -125,43 +215,12 @@ def _full_name(cand: Candidate, surnames: dict[str, set[str]]) -> Candidate:
     return replace(cand, words=tuple(next(iter(full)).split()), type="person")
 
 
-def _infer_type(
-    cand: Candidate,
-    key: str,
-    sentence: Sentence,
-    typed: dict[str, str],
-    mid_sentence: set[str],
-    lower_words: set[str],
-) -> str | None:
-    """Type of a phrase its own words did not type; None drops it as ordinary English."""
-    if key in typed:
-        return typed[key]
-    if len(cand.words) == 1:
-        word = cand.words[0]
-        if word in SOLO_STOP or word.lower() in lower_words:
-            return None
-        if cand.clause_start and key not in mid_sentence:
-            return None
-    elif cand.clause_start and cand.words[0].lower() in lower_words:
-        return None
-    return "person" if _near_role_word(cand, sentence) else FALLBACK_TYPE
-
-
-def _near_role_word(cand: Candidate, sentence: Sentence) -> bool:
-    """A role word around the name: "chairman John Smith", "Smith, chairman of", "Smith, who"."""
-    tokens = sentence.tokens
-    before = tokens[cand.position - 1].text if cand.position > 0 else ""
-    after = cand.position + len(cand.words)
-    following = [t.text for t in tokens[after : after + 3]]
-    if before == "said" and 2 <= len(cand.words) <= 3:
-        return True  # quote attribution: '..., said Egon Padovan'
-    if before.lower() in PERSON_ROLE_WORDS:
-        # "lead manager Schweizerische Bankverein" is a bank arranging a bond
-        return cand.position < 2 or tokens[cand.position - 2].text.lower() not in _NOT_PERSONAL
-    if following[:1] != [","]:
-        return False
-    role = [w for w in following[1:] if w not in {"the", "a", "an"}][:1]
-    return bool(role) and (role[0].lower() in PERSON_ROLE_WORDS or role[0] == "who")
+def _as_place(cand: Candidate, places: list[str]) -> Candidate:
+    """A demonym ("Tarvonian wheat") is a mention of its place (Tarvonia), not a name."""
+    if len(cand.words) != 1 or cand.type is not None:
+        return cand
+    place = demonym_of(cand.words[0], places)
+    return cand if place is None else replace(cand, words=(place,), type="geo")
 
 
 def _entities(found: list[_Found], texts: list[str], chunk_id: str) -> tuple[EntityMention, ...]:
@@ -182,10 +241,12 @@ def _entities(found: list[_Found], texts: list[str], chunk_id: str) -> tuple[Ent
 
 
 def _relationships(
-    found: list[_Found], texts: list[str], chunk_id: str
+    found: list[_Found], segments: list[_Segment], chunk_id: str
 ) -> tuple[RelationshipMention, ...]:
-    """Pairs of entities named in the same sentence; closer and more often is stronger."""
+    """Pairs of entities named in the same sentence, closer and more often stronger; then
+    weak links across adjacent sentences of a paragraph for pairs no sentence joins."""
     names = {f.key: f.name for f in found}
+    texts = [s.sentence.text for s in segments]
     pair_distance: dict[tuple[str, str], list[int]] = {}
     pair_sentence: dict[tuple[str, str], int] = {}
     by_sentence: dict[int, list[_Found]] = defaultdict(list)
@@ -196,18 +257,50 @@ def _relationships(
             pair = (a, b) if (b, a) not in pair_distance else (b, a)
             pair_distance.setdefault(pair, []).append(distance)
             pair_sentence.setdefault(pair, index)
-    result = []
-    for (a, b), distances in pair_distance.items():
+    result = [
+        RelationshipMention(
+            source=names[a],
+            target=names[b],
+            description=_describe([texts[pair_sentence[(a, b)]]]),
+            strength=_strength(min(distances), len(distances)),
+            chunk_id=chunk_id,
+        )
+        for (a, b), distances in pair_distance.items()
+    ]
+    joined = {frozenset(p) for p in pair_distance}
+    for (a, b), index in _adjacent_pairs(by_sentence, segments, joined).items():
         result.append(
             RelationshipMention(
                 source=names[a],
                 target=names[b],
-                description=_describe([texts[pair_sentence[(a, b)]]]),
-                strength=_strength(min(distances), len(distances)),
+                description=_describe(texts[index : index + 2]),
+                strength=ADJACENT_STRENGTH,
                 chunk_id=chunk_id,
             )
         )
     return tuple(result)
+
+
+def _adjacent_pairs(
+    by_sentence: dict[int, list[_Found]], segments: list[_Segment], joined: set[frozenset[str]]
+) -> dict[tuple[str, str], int]:
+    """Pairs across sentences i and i+1 of one paragraph when one of them names a single
+    entity (a quote, an aside), with the index of the first sentence of the first such pair."""
+    pairs: dict[tuple[str, str], int] = {}
+    for index in sorted(by_sentence):
+        following = by_sentence.get(index + 1)
+        if not following or segments[index].paragraph != segments[index + 1].paragraph:
+            continue
+        left = list(dict.fromkeys(f.key for f in by_sentence[index]))[:MAX_CLIQUE]
+        right = list(dict.fromkeys(f.key for f in following))[:MAX_CLIQUE]
+        if len(left) > 1 and len(right) > 1:
+            continue
+        for a in left:
+            for b in right:
+                if a != b and frozenset((a, b)) not in joined:
+                    joined.add(frozenset((a, b)))
+                    pairs[(a, b)] = index
+    return pairs
 
 
 def _sentence_pairs(items: list[_Found]) -> dict[tuple[str, str], int]:

@@ -156,6 +156,7 @@ Germany
 Third World
 Abu Dhabi
 Amsterdam
+Antwerp
 Ankara
 Athens
 Baghdad
@@ -401,7 +402,8 @@ Representative Congressman Congresswoman Chancellor Premier King Queen Prince Pr
 Sheikh Emir Shah Sultan Pope Ayatollah Judge Justice Ambassador Commissioner Director
 Spokesman Spokeswoman Treasurer Mayor Chief Executive Officer Vice Deputy Undersecretary
 Under Assistant Leader Professor Presidents Ministers Economist Analyst Counsel Attorney
-Managing Envoy Speaker Delegate Negotiator Head Dictator Colonel
+Managing Envoy Speaker Delegate Negotiator Head Dictator Colonel Founder Cofounder Co-founder
+Chair Engineer Partner Mediator Forecaster Strategist Prosecutor Archbishop Rabbi Imam
 """)
 
 # Portfolio words qualify a title ("Finance Minister", "Secretary of State"); they are not names.
@@ -435,7 +437,8 @@ Investment Investments Capital Savings Mortgage Energy Resources Laboratories Fo
 Corporations Enterprises Products Stores Railroad Railway Railways Communications Cabinet
 Assembly Navy Army Fed Treasury Diet Bundesbank Bundestag Kremlin Pentagon Commerzbank
 Fargo Lynch Telegraph Telephone Gas Electric Power Utilities Network Credit Lines Shipping
-Exporters Producers Workers Foundation Club Pool Index Markets
+Exporters Producers Workers Foundation Club Pool Index Markets School Academy College Division
+Observatory
 """)
 
 # Heads after which "of" continues a name ("Bank of Japan", "Gulf of Mexico").
@@ -457,6 +460,7 @@ Crash Revolution Festival Tour Visit Negotiations Embargo Agreement Plenary
 GEO_HEADS = _words("""
 Street Avenue River Island Islands Sea Bay Valley Province County Strait Straits Canal
 Peninsula Mountains Lake Ocean Coast Basin Delta Desert Square Harbour Harbor Region
+Spaceport Airport Plains
 """)
 
 # Heads after which "on" continues a name ("General Agreement on Tariffs and Trade").
@@ -603,7 +607,9 @@ strategist treasurer partner founder premier chancellor senator ambassador commi
 negotiator vice-president vice-chairman counsel lawyer attorney investor financier mayor
 """)
 
-# Common first names: a run that starts with one is a person unless another rule says otherwise.
+# Common first names across cultures: a run that starts with one (and has two to four words)
+# is a person unless another rule says otherwise. Names that are also common English words,
+# months, places or company names (May, Will, Grant, Chase, Dean, Morgan, Jordan) are left out.
 FIRST_NAMES = _words("""
 Aaron Adam Alan Albert Alexander Alfred Allen Andrew Andre Angela Ann Anne Anthony Antonio
 Arnold Arthur Barbara Barry Ben Benjamin Bernard Bill Bob Brian Bruce Carl Carlos Charles
@@ -623,6 +629,58 @@ Ruth Deborah Carol Linda Lynn Patricia Helen Janet Kathleen Ivan Boris Nikolai Y
 Viktor Vladimir Leonid Eduard Zhao Deng Li Lee Kim Park Chun Noboru Toshiaki Makoto
 Hiroshi Takeshi Yoshio Akio Shintaro Masaru Kenji Ryutaro Hajime Wilfried Wim Ruud Onno
 Lamberto Bettino Ciriaco Arnaldo Giovanni Amintore Felipe Carlos Mario Raul Joao Fernando
+Abigail Agnes Alice Alison Amanda Amy Andrea Angelica Anita Annette Audrey Beatrice Betty
+Brenda Caroline Catherine Cecilia Charlotte Christina Christine Claire Clara Claudia Cynthia
+Diana Diane Donna Doris Dorothy Edith Eileen Eleanor Elaine Ellen Emily Emma Erica Esther
+Evelyn Fiona Frances Gail Gloria Grace Hannah Harriet Heather Irene Isabel Isabella Jacqueline
+Jennifer Jessica Jill Joanna Josephine Joyce Julia Julie Karen Katherine Kathryn Laura Lauren
+Lisa Lois Louise Lucy Lydia Marilyn Marion Martha Megan Melissa Michelle Miriam Monica
+Natalie Nicole Norma Olivia Pamela Paula Phyllis Rachel Rebecca Rita Roberta Sandra Sara
+Sarah Sharon Shirley Sophia Stephanie Sylvia Teresa Theresa Valerie Vanessa Veronica Wendy
+Alec Alexis Andy Barney Benny Bernie Bradley Brendan Byron Calvin Cameron Charlie Clarence
+Clive Colin Conrad Curtis Cyril Damian Darren Dennis Derek Desmond Dominic Duncan Dwight
+Earl Edgar Elliott Emmanuel Ernie Felix Floyd Francisco Gavin Gerard Gilbert Glenn Graham
+Gregg Harvey Hector Herman Horace Isaac Jasper Jeremy Jerome Jesse Jonathan Julian Justin
+Kurt Lionel Lucas Luke Marcus Matthew Maurice Max Mervyn Mitchell Nathan Nathaniel Neville
+Noel Oliver Owen Patrice Percy Phil Quentin Randolph Reginald Rex Rodney Rolf Ross Rupert
+Sean Sebastian Seth Sidney Spencer Stanislaw Terry Theodore Tobias Travis Trevor Vernon
+Victor Vincent Wallace Wayne Wilbur Wilson Zachary Kai Anders Lars Nils Sven Erik Jonas
+Magnus Mats Henrik Hendrik Jan Jens Johan Kjell Leif Olaf Ole Per Rune Stig Tor Torsten
+Ulf Gunnar Helga Ingrid Astrid Birgit Britt Elin Freya Greta Hilde Karin Kristin Liv
+Maja Sigrid Solveig Ulla Tuomas Mikko Jukka Pekka Matti Juha Kari Antti Aino Elina Tarja
+Marloes Maarten Pieter Joost Willem Sander Bram Ruben Femke Lotte Anouk Hanneke Ineke
+Dirk Jurgen Klaus Manfred Rainer Stefan Wolfgang Uwe Detlef Dieter Gunter Horst Jochen
+Lothar Matthias Sabine Ursula Gisela Heike Petra Monika Renate Brigitte Angelika Gudrun
+Alain Bernard Christophe Didier Emmanuel Etienne Fabrice Guillaume Henri Herve Jerome
+Laurent Lucien Marcel Mathieu Nicolas Philippe Raymond Sebastien Thierry Xavier Amelie
+Brigitte Camille Chantal Elise Helene Isabelle Josette Marianne Martine Monique Nathalie
+Sophie Sylvie Veronique Alessandro Andrea Enrico Fabio Franco Gianluca Giorgio Giuseppe
+Luca Luigi Marco Massimo Matteo Paolo Pietro Renato Roberto Salvatore Sergio Stefano
+Umberto Vittorio Chiara Francesca Giulia Lucia Paola Silvia Sofia Valentina Alberto
+Alejandro Alvaro Andres Angel Diego Eduardo Emilio Enrique Esteban Federico Gonzalo
+Guillermo Hugo Ignacio Javier Jorge Julio Leonardo Lorenzo Marcelo Mariano Martin Mateo
+Pablo Ramon Ricardo Rodrigo Santiago Sergio Tomas Vicente Adriana Alicia Ana Beatriz
+Carmen Carolina Cristina Elena Gabriela Isabel Juana Laura Lucia Luisa Marta Mercedes
+Natalia Patricia Pilar Raquel Rosa Silvia Teresa Ximena Aleksandr Aleksei Alexei Andrei
+Anatoly Dmitri Dmitry Gennady Grigory Igor Konstantin Maxim Mikhail Oleg Pavel Pyotr
+Sergei Sergey Stanislav Vasily Vitaly Yevgeny Anastasia Galina Irina Ludmila Marina Nadia
+Natasha Olga Svetlana Tatiana Valentina Yelena Zbigniew Jerzy Krzysztof Lech Tadeusz
+Wojciech Agnieszka Ewa Katarzyna Malgorzata Milan Miroslav Vaclav Zoltan Laszlo Istvan
+Janos Ferenc Gyula Attila Zsuzsa Nicolae Ion Andreas Dimitris Georgios Konstantinos
+Nikos Yannis Eleni Maria Mehmet Mustafa Ahmet Ali Hasan Huseyin Ibrahim Ismail Kemal Murat
+Osman Turgut Aylin Ayse Elif Emine Fatma Zeynep Abdullah Abdulaziz Abdel Ahmad Amin Amir
+Amira Ayman Bashir Fahd Faisal Farid Fatima Hamid Hassan Hussein Idris Imran Jamal Karim
+Khalid Laila Leila Mahmoud Mansour Mohamed Muhammad Mustafa Nabil Nadia Omar Rashid Saad
+Salah Salim Salman Sami Samir Tariq Walid Yasser Yousef Youssef Yusuf Zaid Zainab Avraham
+Benjamin Chaim Moshe Shimon Shlomo Yitzhak Yosef Yael Aarav Amit Anand Anil Arjun Arun
+Ashok Deepak Gopal Ajay Krishna Manmohan Mohan Narendra Pranab Rahul Raj Rajesh Rajiv
+Ramesh Ravi Sanjay Sunil Suresh Vijay Vikram Anjali Deepa Indira Kavita Lakshmi Meera
+Neha Pooja Priya Radha Sonia Sunita Chen Wang Zhang Liu Yang Huang Wei Ming Jian Jun Hua
+Xiaoping Zemin Jintao Peng Lin Takashi Kenichi Kazuo Yoshihiko Ichiro Taro Shinzo Junichiro
+Keizo Tomiichi Haruko Yoko Yuki Akira Masayoshi Nobuo Sadao Tadashi Tetsuo Jae Young Dae
+Sung Hyun Min Seung Nguyen Thanh Suharto Budi Siti Wahid Mahathir Anwar Lim Corazon Fidel
+Imelda Raul Lula Dilma Kofi Kwame Nelson Thabo Jacob Cyril Desmond Olusegun Oluwaseun
+Chinua Ngozi Chidi Emeka Amara Ama Kwaku Yaw Abebe Tesfaye Wanjiru Jomo Uhuru Daniel
 """)
 
 

@@ -43,6 +43,9 @@ _INITIAL = re.compile(r"[A-Z]\.?")
 _TICKER = re.compile(r"[A-Z.]{1,6}")
 _RATING = re.compile(r"(?:A{1,3}|Aa{1,2}|B{1,3}|Ba{1,2}|P|M)(?:-?\d)?(?:-?(?:minus|plus))?")
 _MAX_NAME_TOKENS = 6
+_BASED = "-based"
+_PLACE_WORD = re.compile(r"[A-Z][a-z]{2,}(?<!ly)")
+_SEAS = frozenset({"Gulf", "Sea", "Ocean"})
 _CONNECTORS = frozenset({"of", "the", "and", "&", "on"})
 _GROUP_NUMBERS = frozenset({"Two", "Three", "Five", "Seven", "Ten", "Twenty", "Eight"})
 # Stems of one-word places: "Nicaragu" makes "Nicaraguan" a demonym, not a name.
@@ -75,6 +78,9 @@ def sentence_candidates(sentence: Sentence) -> list[Candidate]:
         if token.kind == "bracket":
             found.extend(_bracketed(token.text, i))
             i += 1
+        elif token.kind == "word" and token.text.endswith(_BASED) and token.text[:1].isupper():
+            found.extend(_based(tokens, i))
+            i += 1
         elif token.cap:
             end = _run_end(tokens, i)
             words = tuple(t.text for t in tokens[i:end])
@@ -95,6 +101,34 @@ def caps_candidates(sentence: Sentence) -> list[Candidate]:
         if size:
             found.append(Candidate((name,), "geo", i, False))
         i += max(size, 1)
+    return found
+
+
+def _based(tokens: tuple[Token, ...], i: int) -> list[Candidate]:
+    """The place in "Dublin-based" or "New York-based", where a company is based."""
+    stem = tokens[i].text[: -len(_BASED)]
+    if i > 0 and tokens[i - 1].cap:  # "New York-based"; "San Diego-based" is left alone
+        size, name = _geo_prefix((tokens[i - 1].text, stem))
+        return [Candidate((name,), "geo", i - 1, tokens[i - 1].clause_start)] if size else []
+    size, name = _geo_prefix((stem,))
+    if size:
+        return [Candidate((name,), "geo", i, tokens[i].clause_start)]
+    if _PLACE_WORD.fullmatch(stem) and stem not in SOLO_STOP and not tokens[i].clause_start:
+        return [Candidate((stem,), "geo", i, False)]  # "Broadly-based" starts sentences
+    return []
+
+
+def dateline_candidates(places: tuple[str, ...]) -> list[Candidate]:
+    """The places of a dateline ("SKARVIK, Norway"), typed geo, at the front of the text."""
+    found: list[Candidate] = []
+    for place in places:
+        words = tuple(place.split())
+        size, name = _geo_prefix(words)
+        if size == len(words):
+            words = (name,)
+        elif all(w.rstrip(".") in SOLO_STOP for w in words):
+            continue
+        found.append(Candidate(words, "geo", 0, False))
     return found
 
 
@@ -211,6 +245,9 @@ def _split_titles(words: tuple[str, ...], position: int, clause_start: bool) -> 
     start, end = _title_block(words)
     if end == 0:
         return _split_first_name(words, position, clause_start)
+    if "the" in words[start:end] and _is_org(words[end:]):
+        # "Ministers of the Petroleum Exporters Council": "Petroleum" opens the institution
+        end = start + words[start:end].index("the") + 1
     prefix = _analyse(words[:start], position, clause_start) if start else []
     name = words[end:]
     if not name:
@@ -225,7 +262,7 @@ def _title_block(words: tuple[str, ...]) -> tuple[int, int]:
     start = end = 0
     in_block = False
     for i, word in enumerate(words):
-        if word.rstrip(".") in TITLES and (i == 0 or words[i - 1] not in _CONNECTORS):
+        if is_title(word) and (i == 0 or words[i - 1] not in _CONNECTORS):
             if not in_block:
                 start = i
                 while start > 0 and words[start - 1] in PORTFOLIO:
@@ -236,6 +273,19 @@ def _title_block(words: tuple[str, ...]) -> tuple[int, int]:
         else:
             in_block = False
     return start, end
+
+
+def is_title(word: str) -> bool:
+    """A title word, or a hyphenated one made of title words ("Secretary-General")."""
+    word = word.rstrip(".")
+    if word in TITLES:
+        return True
+    parts = word.split("-")
+    return (
+        len(parts) > 1
+        and any(p in TITLES for p in parts)
+        and all(p in TITLES or p in PORTFOLIO for p in parts)
+    )
 
 
 def _split_first_name(words: tuple[str, ...], position: int, clause_start: bool) -> list[Candidate]:
@@ -257,6 +307,8 @@ def _split_first_name(words: tuple[str, ...], position: int, clause_start: bool)
 
 def _classify(words: tuple[str, ...], position: int, clause_start: bool) -> list[Candidate]:
     """The type a run's own words give it, or None."""
+    if len(words) == 2 and _is_demonym(words[0]) and words[1] in GEO_HEADS | _SEAS:
+        return [Candidate(words, "geo", position, clause_start)]  # "Norwegian Sea"
     if len(words) <= 2 and _is_demonym(words[0]) and not _is_org(words):
         words, position, clause_start = words[1:], position + 1, False
     if not words or (len(words) == 1 and len(words[0].rstrip(".")) < 2):
@@ -310,7 +362,7 @@ def _generic(words: tuple[str, ...]) -> bool:
 
 
 def _has_title(words: tuple[str, ...]) -> bool:
-    return any(w.rstrip(".") in TITLES for w in words)
+    return any(is_title(w) for w in words)
 
 
 def _strip_suffixes(words: tuple[str, ...]) -> tuple[str, ...]:

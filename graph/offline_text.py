@@ -24,9 +24,11 @@ from graph.offline_lexicon import (
 ParagraphKind = Literal["prose", "caps", "table"]
 
 _DATELINE = re.compile(
-    r"^\s*[A-Z][A-Z.'\- ]{1,40}(?:\([A-Za-z ]+\))?"
+    r"^\s*(?P<city>[A-Z][A-Z.'\- ]{1,40}?)\s*(?:\((?P<region>[A-Za-z ]+)\))?"
+    r"(?P<more>(?:,\s*[A-Z][A-Za-z.' ]{1,30}?)*?)"
     r"(?:,\s*[A-Z][a-z]{2,8}\.?\s+\d{1,2})?\s+-{1,2}\s+"
 )
+_INITIALS = re.compile(r"(?:[A-Z]\.)+")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n|\n[ \t]+")
 _TOKEN = re.compile(
     r"<[^<>\n]{1,80}>"  # Reuters marks company names as <Texaco Inc>
@@ -36,7 +38,12 @@ _TOKEN = re.compile(
 _POSSESSIVE = re.compile(r"['\u2019]s?$")
 _NUMBER = re.compile(r"\d[\d,./\-]*")
 _WORD = re.compile(r"[A-Za-z][A-Za-z.'\-]*")
-_ADJECTIVE = re.compile(r"-(?:based|owned|led|made|controlled|backed|run|registered|listed)$")
+# "Bahrain-based", "Rotterdam-bound", "Earth-observation": a capital before one of these
+# compound heads makes an adjective or a common noun, not a name ("Sun-yong" stays a name).
+_ADJECTIVE = re.compile(
+    r"-(?:based|owned|led|made|controlled|backed|run|registered|listed|bound|oriented|related"
+    r"|linked|style|type|class|wide|born|speaking|sized|like|free|observation|era|built)$"
+)
 _VS = re.compile(r"\bvs\.?(?:\s|$)", re.IGNORECASE)
 _SENTENCE_END = frozenset(".!?")
 _CLAUSE_OPEN = frozenset({'"', "'", ":", "(", "\u201c", "-", ";"})
@@ -65,15 +72,36 @@ class Sentence:
     tokens: tuple[Token, ...]
 
 
+def split_dateline(text: str) -> tuple[tuple[str, ...], str]:
+    """The places of a leading "NEW YORK, March 3 - " or "SKARVIK, Norway, March 21 - ", and
+    the text after it. The dateline is cut from the prose so that its capitals and its date are
+    not read as names; its places are real mentions, returned in title case."""
+    match = _DATELINE.match(text)
+    if match is None:
+        return (), text
+    parts = [match.group("city"), match.group("region") or ""]
+    parts += match.group("more").split(",")
+    places = tuple(_title(p) for p in parts if p.strip())
+    return places, text[match.end() :]
+
+
 def strip_dateline(text: str) -> str:
-    """Drop a leading "NEW YORK, March 3 - " so the dateline city is not taken for news."""
-    return _DATELINE.sub("", text, count=1)
+    """The text without its leading dateline."""
+    return split_dateline(text)[1]
 
 
 def paragraphs(text: str) -> list[str]:
-    """Paragraphs with the line wraps inside them joined by spaces."""
-    parts = _PARAGRAPH_BREAK.split(strip_dateline(text))
+    """Paragraphs (dateline already cut) with the line wraps inside them joined by spaces."""
+    parts = _PARAGRAPH_BREAK.split(text)
     return [" ".join(p.split()) for p in parts if p.strip()]
+
+
+def _title(place: str) -> str:
+    """Title case for an all-caps place ("NEW YORK"); mixed-case ones ("Norway") are kept."""
+    words = place.split()
+    if any(c.islower() for c in place):
+        return " ".join(words)
+    return " ".join(w if _INITIALS.fullmatch(w) else w.capitalize() for w in words)
 
 
 def paragraph_kind(paragraph: str) -> ParagraphKind:

@@ -110,8 +110,9 @@ class TestReutersNoise:
         )
         assert _keys(text) == {"comdisco"}
 
-    def test_dateline_city_is_not_an_entity(self) -> None:
-        assert _keys("NEW YORK, March 3 - Pennzoil Co said it would appeal.") == {"pennzoil"}
+    def test_dateline_city_is_a_place_and_the_date_is_nothing(self) -> None:
+        types = _types("NEW YORK, March 3 - Pennzoil Co said it would appeal.")
+        assert types == {"New York": "geo", "Pennzoil": "organization"}
 
     def test_sentence_initial_capitals_are_not_entities(self) -> None:
         text = (
@@ -143,6 +144,130 @@ class TestReutersNoise:
         assert _keys(text) == {"james baker"}
 
 
+class TestTitles:
+    @pytest.mark.parametrize(
+        ("text", "name"),
+        [
+            (
+                "Secretary-General Idris Mahfouz told reporters the talks went well.",
+                "Idris Mahfouz",
+            ),
+            ("The rocket is ready, Founder Kai Ostrander said on Sunday.", "Kai Ostrander"),
+            ("Chair Aylin Demir said the authority would examine the deal.", "Aylin Demir"),
+            ("Director-General Helga Brandt of the agency approved it.", "Helga Brandt"),
+            ("Oil Minister Amira Haddad said output would rise.", "Amira Haddad"),
+            ("Lakemont Managing Partner Victor Hale wrote to the board.", "Victor Hale"),
+            ("Later, Chief Engineer Jonas Reinholt said the winds were strong.", "Jonas Reinholt"),
+        ],
+    )
+    def test_title_is_cut_from_the_name_and_kept_in_the_description(
+        self, text: str, name: str
+    ) -> None:
+        people = {e.name: e for e in _extract(text).entities if e.type == "person"}
+        assert list(people) == [name]
+        assert people[name].description == text
+
+    def test_plural_title_before_an_institution_keeps_the_whole_institution(self) -> None:
+        text = "Ministers of the Petroleum Exporters Council ended the first day of talks."
+        assert _types(text) == {"Petroleum Exporters Council": "organization"}
+
+
+class TestPeopleWithoutTitles:
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "Amira Haddad said Qatar and Saudi Arabia agreed.",
+            "Trade would suffer, Tuomas Virtanen told reporters on Friday.",
+            "Marloes Jansen added that pickets would stay.",
+            "The price is too high, according to Aylin Demir.",
+            "Zorvek Pallandine said he would not resign.",
+            "Zorvek Pallandine, a senior pharmaceuticals analyst at Kestrel, disagreed.",
+        ],
+    )
+    def test_speech_verbs_first_names_and_appositions_make_a_person(self, text: str) -> None:
+        assert "person" in _types(text).values()
+
+    def test_a_name_typed_once_as_a_person_is_a_person_everywhere_in_the_chunk(self) -> None:
+        text = (
+            "Priya Raman, chief energy analyst at Halden Commodities, spoke.\n"
+            " Later Priya Raman of Halden Commodities repeated the call."
+        )
+        assert _types(text)["Priya Raman"] == "person"
+
+    def test_a_bare_speech_verb_makes_a_person_only_if_the_surname_is_used_alone(self) -> None:
+        assert _types("Kaiser Cement said profits rose.") == {"Kaiser Cement": "organization"}
+        text = "Zorvek Pallandine said profits rose. Pallandine added that costs fell."
+        assert _types(text) == {"Zorvek Pallandine": "person"}
+
+    def test_a_company_that_speaks_of_itself_stays_an_organisation(self) -> None:
+        assert _types("Brennan Biologics said it would appeal.") == {
+            "Brennan Biologics": "organization"
+        }
+
+
+class TestInstitutionsAndPlaces:
+    @pytest.mark.parametrize(
+        "name",
+        [
+            "Castrena School of Economics",
+            "Bank of Japan",
+            "Ministry of Agriculture",
+            "University of Chicago",
+        ],
+    )
+    def test_of_inside_an_institution_keeps_the_whole_name(self, name: str) -> None:
+        text = f"Speaking at the {name} on Monday, Halloran said rates would rise."
+        assert _types(text).get(name) == "organization"
+
+    @pytest.mark.parametrize(
+        ("text", "adjective", "place"),
+        [
+            (
+                "The Solvan crown gained 0.9 percent, and Solvany's government was pleased.",
+                "solvan",
+                "solvany",
+            ),
+            (
+                "Tarvonia's cabinet met. Tarvonian wheat was stranded at sea.",
+                "tarvonian",
+                "tarvonia",
+            ),
+        ],
+    )
+    def test_demonym_adjective_of_a_place_in_the_chunk_is_not_an_entity(
+        self, text: str, adjective: str, place: str
+    ) -> None:
+        types = {entity_key(e.name): e.type for e in _extract(text).entities}
+        assert adjective not in types
+        assert types[place] == "geo"
+
+    def test_names_that_merely_resemble_a_place_are_kept(self) -> None:
+        text = "Halvorsen Therapeutics hired Halvorsena Partners and Marcus Feldt in Paris."
+        assert {"halvorsen therapeutics", "halvorsena partners", "marcus feldt"} <= _keys(text)
+
+    def test_capitalised_dateline_yields_the_city_and_its_country(self) -> None:
+        types = _types("SKARVIK, Norway, March 21 - Aurelia Orbital will launch satellites.")
+        assert types == {"Skarvik": "geo", "Norway": "geo", "Aurelia Orbital": "organization"}
+
+    def test_dateline_city_is_linked_like_a_mention_of_the_first_sentence(self) -> None:
+        text = "ALVORA, March 5 - Wheat futures on the Alvora Commodity Exchange rose."
+        assert _types(text)["Alvora"] == "geo"
+        assert frozenset(("Alvora", "Alvora Commodity Exchange")) in _pairs(text)
+
+    def test_place_cues_type_unknown_places(self) -> None:
+        text = (
+            "Dublin-based Brennan Biologics agreed, and Kadara's Energy Minister Karim Bensaid "
+            "said Veskaria's government would comment."
+        )
+        types = _types(text)
+        assert types["Dublin"] == types["Kadara"] == types["Veskaria"] == "geo"
+
+    @pytest.mark.parametrize("word", ["Rotterdam-bound", "Earth-observation"])
+    def test_capitalised_word_with_a_lower_case_compound_is_not_a_name(self, word: str) -> None:
+        keys = _keys(f"The company moved all its {word} services through Antwerp.")
+        assert entity_key(word) not in keys
+
+
 class TestSurnames:
     def test_surname_alone_resolves_to_the_full_name_given_in_the_chunk(self) -> None:
         text = (
@@ -168,7 +293,7 @@ class TestSurnames:
 
 class TestRelationships:
     def test_only_entities_of_the_same_sentence_are_linked(self) -> None:
-        text = "Texaco Inc sued Pennzoil Co in Houston. Chevron Corp said nothing."
+        text = "Texaco Inc sued Pennzoil Co in Houston.\n\nChevron Corp said nothing."
         assert _pairs(text) == {
             frozenset(("Texaco", "Pennzoil")),
             frozenset(("Texaco", "Houston")),
@@ -202,6 +327,34 @@ class TestRelationships:
         names = {e.name for e in ex.entities}
         assert ex.relationships
         assert all(r.source in names and r.target in names for r in ex.relationships)
+
+
+class TestAdjacentSentences:
+    TEXT = (
+        "Halden Commodities raised its forecast for crude. "
+        "The audit mattered more than the headline, Priya Raman said."
+    )
+
+    def test_entities_of_adjacent_sentences_of_a_paragraph_get_a_weak_link(self) -> None:
+        ex = _extract(self.TEXT)
+        link = {frozenset((r.source, r.target)): r.strength for r in ex.relationships}
+        same = _extract("Halden Commodities analyst Priya Raman raised the forecast.")
+        assert link == {frozenset(("Halden Commodities", "Priya Raman")): 1.0}
+        assert same.relationships[0].strength > 1.0
+
+    def test_a_paragraph_break_or_a_sentence_between_cuts_the_link(self) -> None:
+        apart = self.TEXT.replace(". ", ".\n\n")
+        between = self.TEXT.replace(". ", ". Crude prices fell on Friday. ")
+        assert _extract(apart).relationships == ()
+        assert _extract(between).relationships == ()
+
+    def test_a_pair_in_one_sentence_keeps_its_same_sentence_strength(self) -> None:
+        text = (
+            "Halden Commodities analyst Priya Raman raised the forecast. "
+            "Priya Raman later spoke to Halden Commodities clients."
+        )
+        (rel,) = _extract(text).relationships
+        assert rel.strength > 2
 
 
 class TestInvariants:
