@@ -217,12 +217,17 @@ def hierarchical_leiden(
     max_cluster_size: int = DEFAULT_MAX_CLUSTER_SIZE,
     seed: int = DEFAULT_SEED,
     previous: Hierarchy | Mapping[str, int | Sequence[int]] | None = None,
-    n_iterations: int = 2,
+    n_iterations: int | None = None,
 ) -> Hierarchy:
     """Partition ``graph`` into a hierarchy whose leaves have at most ``max_cluster_size``
     members, warm-started from ``previous`` (a ``Hierarchy``, or node → level-0 label or leaf
-    path). ``n_iterations`` is leidenalg's, for every run in the tree (negative: until an
-    iteration changes nothing, which can take minutes on 100k nodes)."""
+    path).
+
+    ``n_iterations`` is leidenalg's, for every run in the tree; by default 2 from scratch
+    (leidenalg's default) and 1 when warm-started, which starts next to a local optimum and
+    keeps intact communities fixed. Negative means "until an iteration changes nothing",
+    which takes minutes on 100k nodes.
+    """
     if max_cluster_size < 2:
         raise HierarchyError(f"max_cluster_size must be >= 2, got {max_cluster_size}")
     if previous is not None and not isinstance(previous, Hierarchy):
@@ -231,6 +236,8 @@ def hierarchical_leiden(
     target = tuple(b for _, b in graph.edges)
     digests = _digests(graph)
     prev = _prepare_previous(graph, previous, digests) if previous is not None else None
+    if n_iterations is None:
+        n_iterations = 2 if previous is None else 1
     ctx = _Ctx(
         graph.nodes, source, target, graph.weights, max_cluster_size, seed, n_iterations, prev
     )
@@ -375,7 +382,7 @@ def _warm_start(
     fixed = [lab is not None and lab in intact for lab in labels]
     full = _adopt_new_nodes(labels, edges, weights)
     inside = [e for e in edges if full[e[0]] == full[e[1]]]
-    pieces = ig.Graph(n=len(full), edges=inside).connected_components().membership
+    pieces = _igraph(len(full), inside).connected_components()
     return _Start(list(pieces), fixed)
 
 
@@ -419,6 +426,13 @@ def _adopt_new_nodes(
     return full
 
 
+def _igraph(n: int, edges: list[tuple[int, int]]) -> ig.GraphBase:
+    """An undirected igraph graph. ``GraphBase``, not ``Graph``: ``Graph.__init__`` probes for
+    numpy on every call, which costs more than a small sub-run's Leiden when numpy is absent;
+    leidenalg only needs the base type."""
+    return ig.GraphBase(n, edges, False)
+
+
 def _leiden(
     ctx: _Ctx,
     n: int,
@@ -430,7 +444,7 @@ def _leiden(
     """One Leiden run from ``start``; ``cap`` > 0 enforces a maximum community size."""
     if not edges:
         return list(range(n)), 0.0
-    g = ig.Graph(n=n, edges=edges)
+    g = _igraph(n, edges)
     initial = start.membership if start is not None else None
     partition = la.ModularityVertexPartition(g, weights=weights, initial_membership=initial)
     if start is not None and all(start.fixed):
