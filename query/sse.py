@@ -1,0 +1,119 @@
+"""Server-sent events: the wire format, answers in pieces, and community events from Kafka.
+
+Answers are streamed after their citations are checked. A citation can only be judged once
+the whole answer is known (an id is checked against the context, and "+more" is decided per
+group), so streaming raw model tokens would show readers citations that are later removed.
+The stream therefore starts at once with a ``status`` event, then carries the checked answer
+in ``chunk`` events whose texts concatenate to the answer exactly, then a ``done`` event with
+everything else of the result.
+
+Community events are read from ``<namespace>.community-events`` with a consumer of no group
+(nothing is committed, every listener sees everything). The start offsets are fixed before
+the ``ready`` event is sent: a client that waits for ``ready`` misses no event produced after
+it, whatever partition the event lands on.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Literal
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from kgrag.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MEDIA_TYPE = "text/event-stream"
+HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+_BOUNDARY = re.compile(r"(?<=\s)(?=\S)")
+StartAt = Literal["earliest", "latest"]
+
+
+def sse_event(data: Any, *, event: str | None = None, event_id: str | None = None) -> bytes:
+    """One event; ``data`` is sent as JSON on one line (JSON never holds a raw line break)."""
+    lines = []
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    if event is not None:
+        lines.append(f"event: {event}")
+    lines.append("data: " + orjson.dumps(data).decode())
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+def sse_comment(text: str) -> bytes:
+    """A comment line: ignored by clients, keeps proxies from closing an idle stream."""
+    return f": {text}\n\n".encode()
+
+
+def answer_pieces(text: str, size: int = 80) -> Iterator[str]:
+    """The text in pieces of about ``size`` characters, cut only where a word starts; the
+    pieces concatenate to ``text`` exactly."""
+    piece = ""
+    for word in _BOUNDARY.split(text):
+        if piece and len(piece) + len(word) > size:
+            yield piece
+            piece = ""
+        piece += word
+    if piece:
+        yield piece
+
+
+def decode_event(raw: bytes | None) -> dict[str, Any] | None:
+    """A community event, or ``None`` when the payload is not a JSON object with a kind."""
+    if not raw:
+        return None
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) and isinstance(obj.get("kind"), str) else None
+
+
+async def community_events(
+    settings: Settings,
+    *,
+    start: StartAt = "latest",
+    kinds: frozenset[str] | None = None,
+    keepalive_s: float = 15.0,
+) -> AsyncIterator[bytes]:
+    """SSE bytes of the community-events topic until the client goes away (the caller
+    cancels the iteration); ``kinds`` keeps only those event kinds."""
+    topic = settings.topic("community_events")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        enable_auto_commit=False,
+        group_id=None,
+    )
+    await consumer.start()
+    try:
+        parts = [TopicPartition(topic, p) for p in range(settings.kafka.partitions)]
+        consumer.assign(parts)
+        if start == "earliest":
+            await consumer.seek_to_beginning(*parts)
+        else:
+            for tp, offset in (await consumer.end_offsets(parts)).items():
+                consumer.seek(tp, offset)
+        yield sse_event({"topic": topic, "from": start}, event="ready")
+        quiet_since = time.monotonic()
+        while True:
+            batch = await consumer.getmany(timeout_ms=1000)
+            for tp, messages in batch.items():
+                for m in messages:
+                    event = decode_event(m.value)
+                    if event is None:
+                        log.warning("skipping malformed community event at %s@%d", tp, m.offset)
+                    elif kinds is None or event["kind"] in kinds:
+                        quiet_since = time.monotonic()
+                        yield sse_event(
+                            event, event=event["kind"], event_id=f"{tp.partition}-{m.offset}"
+                        )
+            if time.monotonic() - quiet_since >= keepalive_s:
+                quiet_since = time.monotonic()
+                yield sse_comment("keep-alive")
+    finally:
+        await consumer.stop()

@@ -1,0 +1,362 @@
+"""The HTTP service in process: keys, limits, JSON errors, the snapshot swap, the views.
+
+The snapshot store is a real one in a temporary directory; the vector store is a dict and the
+model is offline or a scripted fake, injected through ``create_app(deps=...)``. Kafka and
+Weaviate point at closed ports, so nothing here needs a service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+
+from graph.protocols import ChatResult
+from graph.snapshot_model import Snapshot, SnapshotMeta
+from kgrag.settings import ApiSettings, Settings, load_settings
+from kgrag.snapshot_store import SnapshotStore
+from query.citations import cited_ids
+from query.deps import QueryDeps
+from query.index import QueryIndex
+from query.offline_answers import OFFLINE_LABEL
+from query.service import IndexHolder, create_app
+from query.sse import answer_pieces
+from tests.unit.test_query_support import ScriptedLLM, deps, ent, entity_store, world
+
+KEY = "s3cret"
+
+
+def settings(tmp: Path, api_key: str | None = None) -> Settings:
+    return load_settings(
+        data_dir=tmp,
+        namespace="unit",
+        kafka={"bootstrap_servers": "127.0.0.1:1"},
+        weaviate={"url": "http://127.0.0.1:1"},
+        api=ApiSettings(api_key=api_key, max_question_chars=200, max_request_bytes=4096),
+    )
+
+
+def versioned(snapshot: Snapshot, version: int) -> Snapshot:
+    meta = SnapshotMeta(
+        version=version,
+        created_at="2026-01-01T00:00:00Z",
+        newest_document_time=snapshot.meta.newest_document_time,
+    )
+    return replace(snapshot, meta=meta)
+
+
+def grown(version: int) -> Snapshot:
+    """The world plus one entity per version, so each version is visibly different."""
+    base = world()
+    extra = ent(100 + version, f"Newcomer {version}", "A newcomer.", ["chunk-1"])
+    return versioned(replace(base, entities=(*base.entities, extra)), version)
+
+
+def query_deps(llm: Any = None) -> QueryDeps:
+    store = asyncio.run(entity_store(QueryIndex.from_snapshot(world())))
+    return deps(store, llm)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SnapshotStore:
+    return SnapshotStore(tmp_path / "snapshots", keep=3)
+
+
+def client_for(
+    tmp: Path, store: SnapshotStore, *, api_key: str | None = None, llm: Any = None
+) -> TestClient:
+    app = create_app(
+        settings(tmp, api_key), deps=query_deps(llm), snapshot_store=store, refresh_interval_s=30
+    )
+    headers = {"X-API-Key": api_key} if api_key else {}
+    return TestClient(app, headers=headers)
+
+
+@pytest.fixture
+def client(tmp_path: Path, store: SnapshotStore) -> Iterator[TestClient]:
+    store.write(versioned(world(), 1))
+    with client_for(tmp_path, store) as c:
+        yield c
+
+
+def error(response: Any) -> dict[str, str]:
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert "Traceback" not in response.text
+    return dict(body["error"])
+
+
+LOCAL = "/v1/query/local"
+ASK = {"question": "What did OPEC decide about output?"}
+
+
+class TestApiKey:
+    def test_missing_and_wrong_keys_are_refused_with_json(
+        self, tmp_path: Path, store: SnapshotStore
+    ) -> None:
+        store.write(versioned(world(), 1))
+        with client_for(tmp_path, store, api_key=KEY) as c:
+            missing = c.post(LOCAL, json=ASK, headers={"X-API-Key": ""})
+            wrong = c.post(LOCAL, json=ASK, headers={"X-API-Key": "guess"})
+            right = c.post(LOCAL, json=ASK)
+            health = c.get("/healthz", headers={"X-API-Key": ""})
+        assert missing.status_code == 401 and error(missing)["code"] == "unauthorized"
+        assert "X-API-Key" in error(missing)["message"]
+        assert wrong.status_code == 401
+        assert right.status_code == 200
+        assert health.status_code == 200  # probes need no key
+
+    def test_no_key_configured_means_open(self, client: TestClient) -> None:
+        assert client.post(LOCAL, json=ASK).status_code == 200
+
+
+class TestLimitsAndErrors:
+    def test_oversized_question_is_refused_with_the_limit(self, client: TestClient) -> None:
+        r = client.post(LOCAL, json={"question": "why " * 60})
+        assert r.status_code == 413
+        assert error(r)["code"] == "question_too_long" and "200" in error(r)["message"]
+
+    def test_oversized_question_on_questions_endpoint(self, client: TestClient) -> None:
+        r = client.get("/v1/questions", params={"q": "x" * 201})
+        assert r.status_code == 413
+
+    def test_body_over_the_limit_by_content_length(self, client: TestClient) -> None:
+        r = client.post(LOCAL, json={"question": "q", "history": [{"content": "x" * 5000}]})
+        assert r.status_code == 413 and error(r)["code"] == "request_too_large"
+
+    def test_body_over_the_limit_without_content_length(self, client: TestClient) -> None:
+        def chunks() -> Iterator[bytes]:
+            yield b'{"question": "q", "history": [{"content": "'
+            for _ in range(10):
+                yield b"x" * 1000
+            yield b'"}]}'
+
+        r = client.post(LOCAL, content=chunks(), headers={"Content-Type": "application/json"})
+        assert r.status_code == 413 and error(r)["code"] == "request_too_large"
+
+    def test_malformed_json_is_422_and_says_so(self, client: TestClient) -> None:
+        r = client.post(
+            LOCAL, content=b'{"question": "q",', headers={"Content-Type": "application/json"}
+        )
+        assert r.status_code == 422 and "not valid JSON" in error(r)["message"]
+
+    def test_unknown_field_and_missing_question_are_named(self, client: TestClient) -> None:
+        typo = client.post(LOCAL, json={"questoin": "q"})
+        assert typo.status_code == 422
+        assert "questoin" in error(typo)["message"] and "question" in error(typo)["message"]
+
+    def test_bad_time_window_is_422_with_the_value(self, client: TestClient) -> None:
+        r = client.post(LOCAL, json={**ASK, "since": "next tuesday"})
+        assert r.status_code == 422 and "next tuesday" in error(r)["message"]
+
+    def test_unknown_route_is_json_404(self, client: TestClient) -> None:
+        r = client.get("/v1/nothing")
+        assert r.status_code == 404 and error(r)["code"] == "not_found"
+
+
+class TestBeforeAnySnapshot:
+    def test_queries_answer_503_saying_what_to_do(
+        self, tmp_path: Path, store: SnapshotStore
+    ) -> None:
+        with client_for(tmp_path, store) as c:
+            answers = [
+                c.post(LOCAL, json=ASK),
+                c.post("/v1/query/global", json=ASK),
+                c.get("/v1/trends"),
+                c.get("/v1/entities/1"),
+            ]
+            health = c.get("/healthz").json()
+        for r in answers:
+            assert r.status_code == 503
+            assert error(r)["code"] == "index_not_built"
+            assert "kgrag worker" in error(r)["message"]
+        assert health["status"] == "no_snapshot" and health["snapshot"] is None
+
+    def test_first_snapshot_is_served_without_restart(
+        self, tmp_path: Path, store: SnapshotStore
+    ) -> None:
+        with client_for(tmp_path, store) as c:
+            assert c.post(LOCAL, json=ASK).status_code == 503
+            store.write(versioned(world(), 1))
+            r = c.post(LOCAL, json=ASK)
+        assert r.status_code == 200 and r.json()["snapshot_version"] == 1
+
+
+def context_allows(body: dict[str, Any]) -> None:
+    """Every cited id was in the context, and every citation resolves to a record."""
+    for dataset, ids in body["citations"].items():
+        assert set(ids) <= set(body["context_ids"][dataset])
+        assert [r["id"] for r in body["references"][dataset]] == ids
+
+
+class TestOfflineAnswers:
+    @pytest.mark.parametrize("method", ["local", "global", "basic"])
+    def test_labelled_cited_answers(self, client: TestClient, method: str) -> None:
+        r = client.post(
+            f"/v1/query/{method}", json={**ASK, "level": 1} if method != "basic" else ASK
+        )
+        body = r.json()
+        assert r.status_code == 200 and body["mode"] == "offline"
+        assert body["answer"].startswith(OFFLINE_LABEL) and body["citations"]
+        context_allows(body)
+        assert cited_ids(body["answer"]) == body["citations"]
+
+    def test_local_answer_cites_the_source_of_the_question(self, client: TestClient) -> None:
+        body = client.post(LOCAL, json=ASK).json()
+        sources = body["references"]["Sources"]
+        assert any("OPEC" in s["title"] or s["chunk_id"] == "chunk-1" for s in sources)
+
+    def test_stream_chunks_concatenate_to_the_answer(self, client: TestClient) -> None:
+        plain = client.post(LOCAL, json=ASK).json()
+        with client.stream("POST", LOCAL, json={**ASK, "stream": True}) as r:
+            assert r.headers["content-type"].startswith("text/event-stream")
+            events = parse_sse("".join(r.iter_text()))
+        kinds = [k for k, _ in events]
+        assert kinds[0] == "status" and kinds[-1] == "done" and "chunk" in kinds
+        text = "".join(d["text"] for k, d in events if k == "chunk")
+        assert text == plain["answer"]
+        assert events[-1][1]["citations"] == plain["citations"]
+
+    def test_questions_name_entities_of_the_context(self, client: TestClient) -> None:
+        body = client.get("/v1/questions", params={"q": "OPEC output", "count": 3}).json()
+        titles = {"OPEC", "Saudi Arabia", "Oil Prices", "Kuwait"}
+        assert body["questions"] and all(any(t in q for t in titles) for q in body["questions"])
+
+
+def parse_sse(text: str) -> list[tuple[str, Any]]:
+    events = []
+    for block in text.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "data" in fields:
+            events.append((fields.get("event", "message"), orjson.loads(fields["data"])))
+    return events
+
+
+class TestGraphViews:
+    @pytest.mark.parametrize("ident", ["1", "opec", "OPEC", "the OPEC"])
+    def test_entity_by_hrid_key_or_spelling(self, client: TestClient, ident: str) -> None:
+        body = client.get(f"/v1/entities/{ident}").json()
+        assert body["title"] == "OPEC" and body["id"] == 1
+        assert {r["target"] for r in body["relationships"]} >= {"Saudi Arabia", "Oil Prices"}
+        assert body["communities"] == {"0": 1, "1": 3}
+
+    def test_unknown_entity_is_404_naming_it(self, client: TestClient) -> None:
+        r = client.get("/v1/entities/Atlantis")
+        assert r.status_code == 404 and "Atlantis" in error(r)["message"]
+
+    def test_community_by_number_or_id_with_report_and_members(self, client: TestClient) -> None:
+        by_number = client.get("/v1/communities/5").json()
+        by_id = client.get("/v1/communities/c-5").json()
+        assert by_number == by_id
+        assert by_number["report"]["title"] == "Volcker and rates"
+        assert {m["title"] for m in by_number["members"]} == {
+            "Federal Reserve",
+            "Paul Volcker",
+            "Interest Rates",
+        }
+        assert client.get("/v1/communities/c-404").status_code == 404
+
+    def test_communities_in_a_late_window_put_the_late_storyline_first(
+        self, client: TestClient
+    ) -> None:
+        body = client.get("/v1/communities", params={"since": "last 7 days", "level": 1}).json()
+        numbers = [c["community"] for c in body["communities"]]
+        assert numbers == [5]  # only the Fed storyline is mentioned in the last week
+
+    def test_trends_rank_the_recent_storyline(self, client: TestClient) -> None:
+        body = client.get("/v1/trends", params={"since": "last 7 days"}).json()
+        assert body["until"] == "1987-03-31" and body["communities"]
+        assert {c["community"] for c in body["communities"]} <= {2, 5}
+
+
+def refresh(c: TestClient) -> None:
+    """Let the service take the newest snapshot now (its refresher would, a little later)."""
+    holder: IndexHolder = c.app.state.service.holder  # type: ignore[attr-defined]
+    assert c.portal is not None
+    c.portal.call(holder.refresh)
+
+
+class SlowLLM:
+    """Answers once ``release`` is set; says when a call has started."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    async def chat(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        json_mode: bool = False,
+        max_tokens: int | None = None,
+        purpose: str = "chat",
+    ) -> ChatResult:
+        self.started.set()
+        while not self.release.is_set():
+            await asyncio.sleep(0.005)
+        return ChatResult("OPEC held output [Data: Entities (1, 101)].")
+
+
+class TestSnapshotSwap:
+    def test_request_in_flight_keeps_its_snapshot_while_the_next_gets_the_new_one(
+        self, tmp_path: Path, store: SnapshotStore
+    ) -> None:
+        store.write(versioned(world(), 1))
+        llm = SlowLLM()
+        with client_for(tmp_path, store, llm=llm) as c, ThreadPoolExecutor(1) as pool:
+            in_flight = pool.submit(c.post, LOCAL, json=ASK)
+            assert llm.started.wait(30)
+            store.write(grown(2))
+            refresh(c)
+            newer = c.get("/v1/entities/newcomer 2")
+            llm.release.set()
+            old = in_flight.result(30)
+        assert newer.status_code == 200 and newer.json()["snapshot_version"] == 2
+        body = old.json()
+        assert old.status_code == 200 and body["snapshot_version"] == 1
+        # entity 101 exists in no snapshot the request saw: removed and counted
+        assert body["citations"] == {"Entities": [1]} and body["removed_citations"] == 1
+
+    def test_every_query_succeeds_while_snapshots_are_published(
+        self, tmp_path: Path, store: SnapshotStore
+    ) -> None:
+        store.write(grown(1))
+        seen = []
+        with client_for(tmp_path, store) as c:
+            for version in range(2, 8):
+                store.write(grown(version))
+                r = c.post(LOCAL, json=ASK)
+                assert r.status_code == 200, r.text
+                seen.append(r.json()["snapshot_version"])
+            refresh(c)
+            final = c.post(LOCAL, json=ASK).json()["snapshot_version"]
+        assert seen == sorted(seen) and all(1 <= v <= 7 for v in seen)
+        assert final == 7
+
+    def test_scripted_llm_answers_use_the_llm_path(
+        self, tmp_path: Path, store: SnapshotStore
+    ) -> None:
+        store.write(versioned(world(), 1))
+        llm = ScriptedLLM(lambda call: "OPEC [Data: Entities (1); Sources (77)].")
+        with client_for(tmp_path, store, llm=llm) as c:
+            body = c.post(LOCAL, json=ASK).json()
+        assert body["mode"] == "llm" and body["removed_citations"] == 1
+        assert body["references"]["Entities"][0]["title"] == "OPEC"
+
+
+class TestAnswerPieces:
+    @pytest.mark.parametrize(
+        "text", ["", "one", "  lead and trail  ", "a\n\nb [Data: Entities (1, 2)]\n" * 20]
+    )
+    def test_pieces_concatenate_to_the_text(self, text: str) -> None:
+        pieces = list(answer_pieces(text, size=16))
+        assert "".join(pieces) == text
+        assert all(p for p in pieces)
