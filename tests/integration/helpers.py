@@ -136,3 +136,230 @@ async def fold_graph(settings: Settings, *, settle: float = 5.0, timeout: float 
 def graph_summary(view: Any) -> dict[str, tuple[int, int]]:
     """Entity key -> (mention count, document count): what two runs must agree on."""
     return {k: (a.mention_count, a.document_count) for k, a in view.entities.items()}
+
+
+# ---- robustness tests (crash, scale-out, outages, LLM faults) ---------------------------------
+
+PEOPLE = (
+    "Amira Haddad",
+    "Tomas Lindqvist",
+    "Karin Berg",
+    "Marta Kowalczyk",
+    "Jonas Ekholm",
+    "Priya Raman",
+    "Diego Alvarado",
+    "Hana Sato",
+    "Oleg Petrenko",
+    "Fatima Benali",
+    "Lars Nygaard",
+    "Elena Rossi",
+)
+ORGANISATIONS = (
+    "Meridian Capital",
+    "Nordic Reserve Bank",
+    "Zorblax Shipping",
+    "Quintessa Lines",
+    "Halvard Steel",
+    "Orinoco Petroleum",
+    "Castellan Motors",
+    "Vantor Telecom",
+    "Bluefin Airways",
+    "Kestrel Mining",
+)
+PLACES = ("Vienna", "Stockholm", "Rotterdam", "Caracas", "Osaka", "Lagos", "Oslo", "Lisbon")
+
+
+def synthetic_documents(n: int, *, seed: int = 7, prefix: str = "doc") -> list[dict[str, Any]]:
+    """``n`` short news items naming people, companies and places from small pools, so the
+    same entities recur across documents (mention and document counts above one) and
+    relationships get weights above one. Deterministic for a given seed."""
+    import random
+
+    rng = random.Random(seed)
+    docs = []
+    for i in range(n):
+        sentences = []
+        for _ in range(rng.randint(2, 4)):
+            person, other = rng.sample(PEOPLE, 2)
+            org = rng.choice(ORGANISATIONS)
+            place = rng.choice(PLACES)
+            sentences.append(
+                rng.choice(
+                    (
+                        f"Chief executive {person} of {org} met {other} in {place} on Monday.",
+                        f"Analysts said {org} will open an office in {place}, {person} said.",
+                        f"Minister {person} told reporters in {place} that {org} had agreed.",
+                        f"Investor {other} bought shares of {org}, according to {person}.",
+                    )
+                )
+            )
+        docs.append(
+            {
+                "id": f"{prefix}-{i:04d}",
+                "title": f"Business brief {i}",
+                "text": " ".join(sentences),
+                "published_at": f"1987-03-{(i % 28) + 1:02d}T09:00:00Z",
+                "source": "synthetic",
+            }
+        )
+    return docs
+
+
+def write_jsonl(path: Path, docs: list[dict[str, Any]]) -> Path:
+    with open(path, "wb") as fh:
+        for d in docs:
+            fh.write(orjson.dumps(d) + b"\n")
+    return path
+
+
+async def topic_size(settings: Settings, topic: str) -> int:
+    """Messages written to a topic so far (sum of the partitions' end offsets); the topic has
+    ``kafka.partitions`` partitions, as ``ensure_topics`` created it."""
+    from aiokafka import TopicPartition
+
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        parts = [TopicPartition(topic, p) for p in range(settings.kafka.partitions)]
+        ends = await consumer.end_offsets(parts)
+        return sum(ends.values())
+    finally:
+        await consumer.stop()
+
+
+CONSUMED_TOPICS = (
+    "documents",
+    "chunks",
+    "extractions",
+    "entity_items",
+    "relationship_items",
+    "claim_items",
+    "graph_changes",
+)
+
+
+async def consumer_lag(settings: Settings) -> int:
+    """Messages of the namespace's consumed topics that the worker group has not committed
+    yet (end offsets read first, so a message written after them is not counted)."""
+    from aiokafka import TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    parts = [
+        TopicPartition(settings.topic(name), p)
+        for name in CONSUMED_TOPICS
+        for p in range(settings.kafka.partitions)
+    ]
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False
+    )
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka.bootstrap_servers)
+    await consumer.start()
+    await admin.start()
+    try:
+        ends = await consumer.end_offsets(parts)
+        committed = await admin.list_consumer_group_offsets(settings.app_id)
+    finally:
+        await consumer.stop()
+        await admin.close()
+    done = {tp: (om.offset if om.offset >= 0 else 0) for tp, om in committed.items()}
+    return sum(max(0, end - done.get(tp, 0)) for tp, end in ends.items())
+
+
+async def fold_until(
+    settings: Settings,
+    done: Callable[[Any], bool],
+    *,
+    settle: float = 5.0,
+    timeout: float = 300.0,
+    what: str = "the graph",
+) -> Any:
+    """Fold ``graph-changes`` from the start until ``done(view)`` holds, no change has arrived
+    for ``settle`` seconds and the worker group has committed every message of every topic it
+    consumes. Unlike ``fold_graph``, a worker that is idle only because it is waiting (for a
+    dead member's session to time out, a rebalance, a table recovery) is not mistaken for a
+    finished one."""
+    from graph.graph_view import GraphView
+    from streams.codecs import decode_graph_change
+
+    view = GraphView()
+    consumer = AIOKafkaConsumer(
+        settings.topic("graph_changes"),
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        group_id=None,
+    )
+    await consumer.start()
+    deadline = time.monotonic() + timeout
+    quiet_since = time.monotonic()
+    lag = -1
+    try:
+        while time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=500)
+            for msgs in batch.values():
+                for m in msgs:
+                    view.apply(decode_graph_change(m.value))
+                if msgs:
+                    quiet_since = time.monotonic()
+            if done(view) and time.monotonic() - quiet_since >= settle:
+                lag = await consumer_lag(settings)
+                if lag == 0:
+                    return view
+                quiet_since = time.monotonic()  # look again after another quiet spell
+    finally:
+        await consumer.stop()
+    raise AssertionError(
+        f"timed out after {timeout:.0f}s waiting for {what}: {len(view.documents)} documents, "
+        f"{len(view.text_units)} text units, {len(view.entities)} entities folded, "
+        f"consumer lag {lag}"
+    )
+
+
+def relationship_summary(view: Any) -> dict[str, int]:
+    """Relationship key -> weight (distinct chunks asserting it)."""
+    return {k: r.weight for k, r in view.relationships.items()}
+
+
+def summary_diff(a: dict[str, Any], b: dict[str, Any], limit: int = 10) -> str:
+    """The first keys where two summaries disagree, for an assertion message."""
+    keys = sorted(set(a) | set(b))
+    bad = [f"{k}: {a.get(k)} != {b.get(k)}" for k in keys if a.get(k) != b.get(k)]
+    return f"{len(bad)} differences: " + "; ".join(bad[:limit])
+
+
+class TunedWorker(WorkerProcess):
+    """A worker subprocess with extra settings in its environment (``KGRAG_LLM__...``)."""
+
+    def __init__(self, settings: Settings, log_path: Path, extra_env: dict[str, str]) -> None:
+        super().__init__(settings, log_path)
+        self.extra_env = extra_env
+
+    def start(self) -> TunedWorker:
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "kgrag.cli", "worker", "--loglevel", "info"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**settings_env(self.settings), **self.extra_env},
+            )
+        return self
+
+
+def vector_keys(settings: Settings, kind: str) -> list[str]:
+    """Every object's ``key`` in a kind's collection, duplicates kept (a list, not a set)."""
+    import weaviate
+
+    w = settings.weaviate
+    client = weaviate.connect_to_local(
+        host=w.host, port=w.http_port, grpc_port=w.grpc_port, skip_init_checks=True
+    )
+    try:
+        name = settings.collection(kind)
+        if not client.collections.exists(name):
+            return []
+        col = client.collections.get(name)
+        return [str(o.properties["key"]) for o in col.iterator(return_properties=["key"])]
+    finally:
+        client.close()

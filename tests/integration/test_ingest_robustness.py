@@ -1,0 +1,204 @@
+"""Exactly once in effect, whatever the worker does: a kill -9 mid-stream and a consumer group
+that grows and shrinks mid-stream both end in the graph one uninterrupted worker builds.
+
+Every run publishes the same 500 synthetic documents (names from small pools, so entities
+and relationships recur) into its own namespace; the graphs are compared as folded from
+``graph-changes``: entity key -> (mention count, document count), relationship key ->
+weight, and the sets of text units and documents.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kgrag.publish import publish
+from kgrag.settings import Settings
+from streams.admin import delete_namespace_topics, ensure_topics
+from tests.conftest import make_settings
+from tests.integration.helpers import (
+    WorkerProcess,
+    fold_until,
+    graph_summary,
+    relationship_summary,
+    summary_diff,
+    synthetic_documents,
+    topic_size,
+    write_jsonl,
+)
+
+N_DOCS = 500
+
+
+@dataclass(frozen=True)
+class Graph:
+    """What two runs over the same documents must agree on."""
+
+    entities: dict[str, tuple[int, int]]
+    relationships: dict[str, int]
+    text_units: frozenset[str]
+    documents: frozenset[str]
+    changes: int  # messages on graph-changes (how far along a run is)
+
+    @classmethod
+    def of(cls, view: Any, changes: int) -> Graph:
+        return cls(
+            graph_summary(view),
+            relationship_summary(view),
+            frozenset(view.text_units),
+            frozenset(view.documents),
+            changes,
+        )
+
+
+def assert_same_graph(got: Graph, want: Graph) -> None:
+    assert got.documents == want.documents
+    assert got.text_units == want.text_units
+    assert got.entities == want.entities, summary_diff(got.entities, want.entities)
+    assert got.relationships == want.relationships, summary_diff(
+        got.relationships, want.relationships
+    )
+
+
+@pytest.fixture(scope="module")
+def documents(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    docs = synthetic_documents(N_DOCS)
+    return write_jsonl(tmp_path_factory.mktemp("robust-docs") / "docs.jsonl", docs)
+
+
+def _settings(
+    endpoints: dict[str, object], tmp: pytest.TempPathFactory, namespace: str, data: str
+) -> Settings:
+    return make_settings(endpoints, namespace, tmp.mktemp(data))
+
+
+def complete(expected: Graph | None = None) -> Any:
+    """``done`` for fold_until: every document in, and every text unit the reference has."""
+
+    def done(view: Any) -> bool:
+        if len(view.documents) < N_DOCS:
+            return False
+        return expected is None or len(view.text_units) >= len(expected.text_units)
+
+    return done
+
+
+@pytest.fixture(scope="module")
+def reference(
+    service_endpoints: dict[str, object],
+    tmp_path_factory: pytest.TempPathFactory,
+    session_namespace: str,
+    documents: Path,
+) -> Iterator[Graph]:
+    """The graph one worker builds from the documents, never interrupted."""
+    settings = _settings(service_endpoints, tmp_path_factory, f"{session_namespace}-ref", "ref")
+    asyncio.run(ensure_topics(settings))
+    worker = WorkerProcess(settings, tmp_path_factory.mktemp("ref-logs") / "worker.log").start()
+
+    async def run() -> Graph:
+        await publish(settings, documents)
+        view = await fold_until(
+            settings, complete(), what=f"the reference run\n{worker.log_tail()}"
+        )
+        return Graph.of(view, await topic_size(settings, settings.topic("graph_changes")))
+
+    try:
+        graph = asyncio.run(run())
+    finally:
+        worker.stop()
+    assert len(graph.text_units) >= N_DOCS and len(graph.entities) > 20
+    assert any(m > 50 for m, _ in graph.entities.values()), "names should recur across documents"
+    assert any(w > 5 for w in graph.relationships.values()), "edges should gain weight"
+    yield graph
+    asyncio.run(delete_namespace_topics(settings))
+
+
+async def wait_for_changes(settings: Settings, at_least: int, *, timeout: float) -> int:
+    """Poll graph-changes until it holds ``at_least`` messages; return how many it holds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        size = await topic_size(settings, settings.topic("graph_changes"))
+        if size >= at_least:
+            return size
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"graph-changes did not reach {at_least} messages in {timeout:.0f}s")
+
+
+async def test_a_worker_killed_mid_stream_and_restarted_builds_the_same_graph(
+    service_endpoints: dict[str, object],
+    tmp_path_factory: pytest.TempPathFactory,
+    session_namespace: str,
+    documents: Path,
+    reference: Graph,
+) -> None:
+    settings = _settings(service_endpoints, tmp_path_factory, f"{session_namespace}-crash", "crash")
+    await ensure_topics(settings)
+    log = tmp_path_factory.mktemp("crash-logs") / "worker.log"
+    await publish(settings, documents)
+    worker = WorkerProcess(settings, log).start()
+    try:
+        at_kill = await wait_for_changes(settings, reference.changes // 3, timeout=180)
+        worker.kill()  # SIGKILL: no shutdown, no final commit, tables as they were on disk
+        assert worker.proc is not None and worker.proc.returncode == -9
+        assert at_kill < reference.changes * 0.9, "the worker finished before it was killed"
+        worker.start()
+        view = await fold_until(
+            settings, complete(reference), what=f"the restarted run\n{worker.log_tail()}"
+        )
+    finally:
+        worker.stop()
+        await delete_namespace_topics(settings)
+    assert_same_graph(Graph.of(view, 0), reference)
+
+
+async def test_workers_joining_and_leaving_mid_stream_build_the_same_graph(
+    service_endpoints: dict[str, object],
+    tmp_path_factory: pytest.TempPathFactory,
+    session_namespace: str,
+    documents: Path,
+    reference: Graph,
+) -> None:
+    namespace = f"{session_namespace}-scale"  # one namespace: one app id, one consumer group
+
+    def member(name: str) -> WorkerProcess:
+        # each member its own data dir: faust's RocksDB stores must not be shared
+        s = _settings(service_endpoints, tmp_path_factory, namespace, f"scale-{name}")
+        return WorkerProcess(s, tmp_path_factory.mktemp(f"scale-{name}-logs") / "worker.log")
+
+    first, second, third = member("a"), member("b"), member("c")
+    settings = first.settings
+    await ensure_topics(settings)
+    lines = documents.read_text().splitlines(keepends=True)
+    waves = [lines[: N_DOCS // 3], lines[N_DOCS // 3 : 2 * N_DOCS // 3], lines[2 * N_DOCS // 3 :]]
+    paths = []
+    for i, wave in enumerate(waves):
+        paths.append(documents.with_name(f"wave-{i}.jsonl"))
+        paths[-1].write_text("".join(wave))
+    try:
+        first.start()
+        second.start()
+        await publish(settings, paths[0])
+        await wait_for_changes(settings, reference.changes // 6, timeout=240)
+        third.start()  # joins while the first wave is still being merged
+        await publish(settings, paths[1])
+        await wait_for_changes(settings, reference.changes // 2, timeout=240)
+        first.stop()  # leaves (SIGTERM) with the second wave in flight
+        assert first.proc is not None and first.proc.returncode is not None
+        await publish(settings, paths[2])
+        view = await fold_until(
+            settings,
+            complete(reference),
+            timeout=420,
+            what=f"the scaled run\n{second.log_tail()}\n{third.log_tail()}",
+        )
+    finally:
+        for w in (first, second, third):
+            w.stop()
+        await delete_namespace_topics(settings)
+    assert_same_graph(Graph.of(view, 0), reference)
