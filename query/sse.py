@@ -19,6 +19,7 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
@@ -74,15 +75,19 @@ def decode_event(raw: bytes | None) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) and isinstance(obj.get("kind"), str) else None
 
 
-async def community_events(
-    settings: Settings,
-    *,
-    start: StartAt = "latest",
-    kinds: frozenset[str] | None = None,
-    keepalive_s: float = 15.0,
-) -> AsyncIterator[bytes]:
-    """SSE bytes of the community-events topic until the client goes away (the caller
-    cancels the iteration); ``kinds`` keeps only those event kinds."""
+@dataclass(frozen=True, slots=True)
+class CommunityEvent:
+    partition: int
+    offset: int
+    payload: dict[str, Any]  # at least "kind", "community_id", "level", "title", "size", ...
+
+
+async def event_feed(
+    settings: Settings, *, start: StartAt = "latest", poll_s: float = 1.0
+) -> AsyncIterator[list[CommunityEvent]]:
+    """Batches of community events, forever. The first batch is empty and comes once the
+    start offsets are fixed ("ready"); later batches are empty when nothing arrived within
+    ``poll_s``, so a reader can send keep-alives or notice it should stop."""
     topic = settings.topic("community_events")
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.kafka.bootstrap_servers,
@@ -98,22 +103,45 @@ async def community_events(
         else:
             for tp, offset in (await consumer.end_offsets(parts)).items():
                 consumer.seek(tp, offset)
-        yield sse_event({"topic": topic, "from": start}, event="ready")
-        quiet_since = time.monotonic()
+        yield []
         while True:
-            batch = await consumer.getmany(timeout_ms=1000)
+            batch = await consumer.getmany(timeout_ms=int(poll_s * 1000))
+            out = []
             for tp, messages in batch.items():
                 for m in messages:
                     event = decode_event(m.value)
                     if event is None:
                         log.warning("skipping malformed community event at %s@%d", tp, m.offset)
-                    elif kinds is None or event["kind"] in kinds:
-                        quiet_since = time.monotonic()
-                        yield sse_event(
-                            event, event=event["kind"], event_id=f"{tp.partition}-{m.offset}"
-                        )
-            if time.monotonic() - quiet_since >= keepalive_s:
-                quiet_since = time.monotonic()
-                yield sse_comment("keep-alive")
+                    else:
+                        out.append(CommunityEvent(tp.partition, m.offset, event))
+            yield out
     finally:
         await consumer.stop()
+
+
+async def community_events(
+    settings: Settings,
+    *,
+    start: StartAt = "latest",
+    kinds: frozenset[str] | None = None,
+    keepalive_s: float = 15.0,
+) -> AsyncIterator[bytes]:
+    """SSE bytes of the community-events topic until the client goes away (the caller
+    cancels the iteration): ``ready`` first, then one event per community event (its
+    ``event:`` field is the kind); ``kinds`` keeps only those kinds."""
+    topic = settings.topic("community_events")
+    quiet_since = time.monotonic()
+    first = True
+    async for batch in event_feed(settings, start=start):
+        if first:
+            first = False
+            yield sse_event({"topic": topic, "from": start}, event="ready")
+        for e in batch:
+            if kinds is None or e.payload["kind"] in kinds:
+                quiet_since = time.monotonic()
+                yield sse_event(
+                    e.payload, event=e.payload["kind"], event_id=f"{e.partition}-{e.offset}"
+                )
+        if time.monotonic() - quiet_since >= keepalive_s:
+            quiet_since = time.monotonic()
+            yield sse_comment("keep-alive")

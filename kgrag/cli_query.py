@@ -1,0 +1,312 @@
+"""``kgrag query local|global|basic``, ``kgrag trends``, ``kgrag watch``, ``kgrag api``.
+
+The query commands work directly on the snapshot store and Weaviate (no HTTP service needed)
+through the same ``query.service.run_query`` the API uses, so an answer on the command line
+and over HTTP is the same answer. Output is readable (the answer, then a table that resolves
+every citation to its record) or, with ``--json``, the API's JSON. Errors are one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Sequence
+from datetime import date, timedelta
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import orjson
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from kgrag.errors import KgragError
+from kgrag.settings import Settings, get_settings
+from kgrag.snapshot_store import SnapshotNotFoundError, SnapshotStore
+from query.index import QueryIndex
+from query.results import QueryResult
+
+if TYPE_CHECKING:
+    from query.service import Method
+
+query_app = typer.Typer(help="Ask the index: local, global and basic search.", no_args_is_help=True)
+console = Console()
+err_console = Console(stderr=True)
+
+NO_SNAPSHOT_HINT = (
+    "no graph snapshot yet in {path}: run a worker (`kgrag worker`) and publish documents "
+    "(`kgrag publish examples/news`), then ask again once the community job has written one"
+)
+KIND_STYLES = {
+    "emerged": "bold green",
+    "grew": "green",
+    "shrank": "yellow",
+    "split": "magenta",
+    "merged": "cyan",
+    "dissolved": "red",
+    "report_updated": "blue",
+    "bootstrap": "bold",
+}
+
+Since = Annotated[str | None, typer.Option(help="ISO date or 'last N days' (document time)")]
+Until = Annotated[str | None, typer.Option(help="ISO date (document time)")]
+Level = Annotated[int, typer.Option(help="Community level (0 is the coarsest)")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead")]
+Question = Annotated[str, typer.Argument(help="The question")]
+
+
+def _fail(message: str) -> NoReturn:
+    err_console.print(f"[red]error:[/] {message}", highlight=False)
+    raise typer.Exit(1)
+
+
+def load_index(settings: Settings) -> QueryIndex:
+    """The latest snapshot's index; a friendly exit when there is none yet."""
+    store = SnapshotStore(settings.snapshots_dir, keep=settings.community.keep_snapshots)
+    try:
+        return QueryIndex.from_snapshot(store.load())
+    except SnapshotNotFoundError:
+        _fail(NO_SNAPSHOT_HINT.format(path=settings.snapshots_dir))
+
+
+async def _ask(
+    settings: Settings, method: Method, question: str, opts: Any
+) -> tuple[QueryResult, QueryIndex]:
+    from query.service import open_deps, run_query
+
+    index = await asyncio.to_thread(load_index, settings)
+    async with open_deps(settings) as deps:
+        return await run_query(method, question, index, deps, opts), index
+
+
+def _query(method: Method, question: str, as_json: bool, **options: Any) -> None:
+    from query.service import QueryOptions, result_view
+
+    settings = get_settings()
+    opts = QueryOptions(**options)
+    try:
+        result, index = asyncio.run(_ask(settings, method, question, opts))
+    except KgragError as e:
+        _fail(str(e))
+    if as_json:
+        _print_json(result_view(result, index))
+    else:
+        print_answer(result, index)
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def print_answer(result: QueryResult, index: QueryIndex, out: Console | None = None) -> None:
+    """The answer, a table resolving each citation, and what the answer cost."""
+    from query.service import references
+
+    out = out or console
+    title = f"{result.method} search · snapshot {result.snapshot_version} · {result.mode}"
+    out.print(Panel(Text(result.answer), title=title, title_align="left"))
+    refs = references(index, result.citations)
+    if any(refs.values()):
+        table = Table("cited", "id", "record", title="Citations", title_justify="left")
+        for dataset, rows in refs.items():
+            for row in rows:
+                table.add_row(dataset, str(row["id"]), _describe(dataset, row))
+        out.print(table)
+    removed = (
+        f", {result.removed_citations} made-up citation(s) removed"
+        if result.removed_citations
+        else ""
+    )
+    out.print(
+        f"[dim]{result.llm_calls} LLM call(s), {result.prompt_tokens}+"
+        f"{result.completion_tokens} tokens, {result.elapsed_ms:.0f} ms{removed}[/]"
+    )
+
+
+def _describe(dataset: str, row: dict[str, Any]) -> str:
+    match dataset:
+        case "Entities":
+            return f"{row['title']} ({row['type']})"
+        case "Relationships":
+            return f"{row['source']} – {row['target']}"
+        case "Reports":
+            return f"{row['title']} (level {row['level']})"
+        case "Sources":
+            return f"{row['title']} · {str(row['published_at'])[:10]} · {row['document_id']}"
+    return str(row.get("description", ""))
+
+
+@query_app.command("local")
+def local_cmd(
+    question: Question,
+    since: Since = None,
+    until: Until = None,
+    level: Level = 2,
+    as_json: AsJson = False,
+) -> None:
+    """About specific entities: the question's nearest entities and what surrounds them."""
+    _query("local", question, as_json, since=since, until=until, level=level)
+
+
+@query_app.command("global")
+def global_cmd(
+    question: Question,
+    since: Since = None,
+    until: Until = None,
+    level: Level = 2,
+    dynamic: Annotated[
+        bool, typer.Option(help="Rate reports top-down, read only relevant branches")
+    ] = False,
+    as_json: AsJson = False,
+) -> None:
+    """About the whole collection: map-reduce over the community reports of one level."""
+    _query("global", question, as_json, since=since, until=until, level=level, dynamic=dynamic)
+
+
+@query_app.command("basic")
+def basic_cmd(
+    question: Question,
+    since: Since = None,
+    until: Until = None,
+    k: Annotated[int, typer.Option(help="Text units in the context")] = 10,
+    as_json: AsJson = False,
+) -> None:
+    """Baseline RAG: the text units nearest to the question."""
+    _query("basic", question, as_json, since=since, until=until, k=k)
+
+
+# ---- trends ------------------------------------------------------------------------------------
+
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(points: Sequence[tuple[str, int]], since: str, until: str) -> str:
+    """One bar per day of the window, days without mentions at the bottom."""
+    first, last = date.fromisoformat(since), date.fromisoformat(until)
+    counts = dict(points)
+    days = [(first + timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
+    top = max(counts.values(), default=0)
+    if top == 0:
+        return ""
+    steps = len(_BARS) - 1
+    return "".join(_BARS[-(-counts.get(d, 0) * steps // top)] for d in days)
+
+
+def trends_cmd(
+    since: Since = None,
+    until: Until = None,
+    limit: Annotated[int, typer.Option(help="Rows per table")] = 10,
+    level: Annotated[int | None, typer.Option(help="Only communities of this level")] = None,
+    as_json: AsJson = False,
+) -> None:
+    """What is emerging: communities by emerging score, new entities, mention timelines."""
+    from query.errors import QueryError
+    from query.time_window import parse_time_window
+    from query.trends import trends
+
+    index = load_index(get_settings())
+    try:
+        window = parse_time_window(since, until, newest=index.newest)
+    except QueryError as e:
+        _fail(str(e))
+    result = trends(index, window, limit=limit, level=level)
+    if as_json:
+        _print_json(result.as_dict())
+        return
+    console.print(
+        f"[bold]Trends {result.since} .. {result.until}[/] ({result.window_days} days, "
+        f"snapshot {result.snapshot_version})"
+    )
+    table = Table(
+        "#", "community", "level", "title", "score", "in window", "before", "top entities"
+    )
+    for i, c in enumerate(result.communities, 1):
+        table.add_row(
+            str(i), str(c.community), str(c.level), c.title, f"{c.score:.2f}",
+            str(c.recent), str(c.earlier), ", ".join(c.top_entities),
+        )  # fmt: skip
+    console.print(table if result.communities else "[dim]no community mentioned in the window[/]")
+    new = Table("entity", "type", "first seen", "mentions", title="New entities")
+    for ne in result.new_entities:
+        new.add_row(ne.title, ne.type, ne.first_seen, str(ne.mentions))
+    console.print(new)
+    lines = Table("entity", "mentions per day", "total", title="Mention timelines")
+    for t in result.timelines:
+        spark = sparkline(t.points, result.since, result.until)
+        lines.add_row(t.title, spark, str(sum(n for _, n in t.points)))
+    console.print(lines)
+
+
+# ---- watch -------------------------------------------------------------------------------------
+
+
+def format_event(payload: dict[str, Any]) -> Text:
+    kind = str(payload.get("kind", "?"))
+    text = Text()
+    text.append(f"{kind:<15}", style=KIND_STYLES.get(kind, ""))
+    text.append(f" v{payload.get('snapshot_version', '?')}", style="dim")
+    text.append(f" L{payload.get('level', '?')} {payload.get('community_id', '?')}")
+    text.append(f" size {payload.get('size', '?')}  ")
+    text.append(str(payload.get("title", "")), style="bold")
+    return text
+
+
+async def _watch(settings: Settings, start: str, kinds: frozenset[str] | None) -> None:
+    from query.sse import event_feed
+    from streams.admin import ensure_topics
+
+    await ensure_topics(settings)
+    first = True
+    async for batch in event_feed(settings, start="earliest" if start == "earliest" else "latest"):
+        if first:
+            first = False
+            console.print(
+                f"[dim]watching {settings.topic('community_events')} from {start} "
+                "(Ctrl-C to stop)[/]"
+            )
+        for e in batch:
+            if kinds is None or e.payload["kind"] in kinds:
+                console.print(format_event(e.payload))
+
+
+def watch_cmd(
+    from_beginning: Annotated[
+        bool, typer.Option("--from-beginning", help="Replay every event first")
+    ] = False,
+    kind: Annotated[
+        list[str] | None, typer.Option(help="Only these kinds (repeatable): emerged, grew, …")
+    ] = None,
+) -> None:
+    """Live community lineage events: emerged, grew, shrank, split, merged, dissolved."""
+    settings = get_settings()
+    start = "earliest" if from_beginning else "latest"
+    try:
+        asyncio.run(_watch(settings, start, frozenset(kind) if kind else None))
+    except KeyboardInterrupt:
+        return
+    except KgragError as e:
+        _fail(str(e))
+    except Exception as e:  # aiokafka raises its own types when the broker is away
+        _fail(f"cannot read community events from {settings.kafka.bootstrap_servers}: {e}")
+
+
+# ---- api ---------------------------------------------------------------------------------------
+
+
+def api_cmd(
+    host: Annotated[str | None, typer.Option(help="Bind address (default: api.host)")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default: api.port)")] = None,
+) -> None:
+    """Serve the HTTP API (OpenAPI docs at /docs)."""
+    import uvicorn
+
+    from query.service import create_app
+
+    settings = get_settings()
+    uvicorn.run(
+        create_app(settings),
+        host=host or settings.api.host,
+        port=port or settings.api.port,
+        log_level="info",
+    )
