@@ -758,15 +758,17 @@ def create_app(
     deps: QueryDeps | None = None,
     snapshot_store: SnapshotStore | None = None,
     refresh_interval_s: float = 1.0,
+    lag_ttl_s: float = 15.0,
 ) -> FastAPI:
     """The query service. ``deps`` replaces the clients the lifespan would build (tests);
-    ``snapshot_store`` the store under ``settings.snapshots_dir``."""
+    ``snapshot_store`` the store under ``settings.snapshots_dir``; consumer lag is read from
+    Kafka at most every ``lag_ttl_s`` seconds."""
     metrics = QueryMetrics()
     store = snapshot_store or SnapshotStore(
         settings.snapshots_dir, keep=settings.community.keep_snapshots
     )
     state = ServiceState(
-        settings, IndexHolder(store, metrics), metrics, LagProbe(settings, metrics)
+        settings, IndexHolder(store, metrics), metrics, LagProbe(settings, metrics, lag_ttl_s)
     )
 
     @asynccontextmanager
