@@ -1005,8 +1005,8 @@ def _graph_routes(state: ServiceState) -> APIRouter:
             await producer.send_and_wait(
                 topic, orjson.dumps(document_to_obj(doc)), key=doc.id.encode()
             )
-        except ConfigError:
-            raise
+        except ConfigError as e:
+            raise ApiError(500, "misconfigured", str(e)) from e
         except Exception as e:
             raise ApiError(503, "kafka_unavailable", f"could not publish to {topic}: {e}") from e
         state.metrics.documents_published.inc()

@@ -157,6 +157,15 @@ class TestLimitsAndErrors:
         r = client.post(LOCAL, json={**ASK, "since": "next tuesday"})
         assert r.status_code == 422 and "next tuesday" in error(r)["message"]
 
+    def test_openapi_documents_every_endpoint(self, client: TestClient) -> None:
+        paths = set(client.get("/openapi.json").json()["paths"])
+        assert paths >= {
+            "/v1/query/local", "/v1/query/global", "/v1/query/basic", "/v1/questions",
+            "/v1/trends", "/v1/entities/{ident}", "/v1/communities", "/v1/communities/{ident}",
+            "/v1/events", "/v1/documents", "/healthz", "/metrics",
+        }  # fmt: skip
+        assert client.get("/docs").status_code == 200
+
     def test_unknown_route_is_json_404(self, client: TestClient) -> None:
         r = client.get("/v1/nothing")
         assert r.status_code == 404 and error(r)["code"] == "not_found"
