@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-import orjson
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -27,7 +27,8 @@ app = typer.Typer(
 services_app = typer.Typer(
     help="Local Kafka and Weaviate (no Docker needed).", no_args_is_help=True
 )
-query_app = typer.Typer(help="Ask the index.", no_args_is_help=True)
+from kgrag.cli_query import api_cmd, query_app, trends_cmd, watch_cmd  # noqa: E402
+
 app.add_typer(services_app, name="services")
 app.add_typer(query_app, name="query")
 
@@ -112,17 +113,38 @@ def topics_create() -> None:
 @app.command("worker")
 def worker(
     loglevel: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
+    community_job: Annotated[
+        bool, typer.Option(help="Also run the community job (one leader across workers)")
+    ] = True,
 ) -> None:
-    """Run the stream worker (chunker, embedder, …) until interrupted."""
+    """Run the stream worker (chunker, extractor, mergers, embedders) until interrupted."""
     from faust import Worker
 
+    from kgrag.children import start_child
     from streams.admin import ensure_topics
     from streams.app import build
 
     settings = _settings()
     asyncio.run(ensure_topics(settings))
+    if community_job:
+        start_child(["community-job", "--loglevel", loglevel])
     topo = build(settings)
     Worker(topo.app, loglevel=loglevel).execute_from_commandline()
+
+
+@app.command("community-job")
+def community_job_cmd(
+    loglevel: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
+) -> None:
+    """Run the debounced community job (re-clustering, reports, snapshots, events)."""
+    from agents.community_job import CommunityJob
+    from streams.admin import ensure_topics
+
+    logging.getLogger().setLevel(loglevel.upper())
+    settings = _settings()
+    asyncio.run(ensure_topics(settings))
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(CommunityJob(settings).run_forever())
 
 
 @app.command("publish")
@@ -158,44 +180,31 @@ def publish_cmd(
     )
 
 
-# ---- query -------------------------------------------------------------------------------
+# ---- query, trends, watch, api (kgrag/cli_query.py) --------------------------------------
+
+app.command("trends")(trends_cmd)
+app.command("watch")(watch_cmd)
+app.command("api")(api_cmd)
 
 
-@query_app.command("basic")
-def query_basic(
-    question: Annotated[str, typer.Argument(help="The question")],
-    limit: Annotated[int, typer.Option(help="How many text units")] = 5,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+@app.command("export")
+def export_cmd(
+    out_dir: Annotated[Path, typer.Argument(help="Directory for the parquet tables")],
+    fmt: Annotated[str, typer.Option("--format", help="Only 'graphrag' for now")] = "graphrag",
+    version: Annotated[int | None, typer.Option(help="Snapshot version (default: latest)")] = None,
 ) -> None:
-    """Vector search over text units: the best passages and their documents."""
-    hits = asyncio.run(_basic(question, limit))
-    if as_json:
-        sys.stdout.write(orjson.dumps([h.__dict__ for h in hits], default=str).decode() + "\n")
-        return
-    if not hits:
-        console.print("no text units indexed yet: publish documents and run a worker")
-        return
-    for i, h in enumerate(hits, 1):
-        snippet = " ".join(h.text.split())[:240]
-        console.print(
-            f"[bold]{i}. {h.title or h.document_id}[/] [dim]({h.document_id}, "
-            f"distance {h.distance:.3f})[/]\n   {snippet}…"
-        )
+    """Write the latest snapshot as Microsoft GraphRAG output tables (parquet)."""
+    from kgrag.export import export_graphrag
+    from kgrag.snapshot_store import SnapshotStore
 
-
-async def _basic(question: str, limit: int) -> list[Any]:
-    from graph.hashing_embedding import HashingEmbedder
-    from kgrag.vector_store import WeaviateStore
-    from query.basic import search_text_units
-
+    if fmt != "graphrag":
+        raise KgragError(f"unknown export format {fmt!r}; use --format graphrag")
     settings = _settings()
-    async with WeaviateStore(settings) as store:
-        return await search_text_units(
-            question,
-            embedder=HashingEmbedder(settings.embeddings.dimensions),
-            store=store,
-            limit=limit,
-        )
+    store = SnapshotStore(settings.snapshots_dir, keep=settings.community.keep_snapshots)
+    if store.latest_version() is None:
+        raise KgragError("no snapshot yet: run `kgrag worker` and publish documents first")
+    paths = export_graphrag(store.load(version), out_dir)
+    console.print(f"wrote {len(paths)} tables to {out_dir}")
 
 
 # ---- demo ----------------------------------------------------------------------------------

@@ -221,8 +221,10 @@ class ServicesSettings(BaseModel):
         default_factory=_default_cache_dir,
         description="Jars and binaries downloaded or built once (outside the repository)",
     )
-    state_dir: Path | None = Field(
-        None, description="Logs, pids and data of local services (default: <data_dir>/services)"
+    state_dir: Path = Field(
+        default_factory=lambda: _default_data_dir() / "services",
+        description="Logs, pids and data of the local services; shared by every namespace "
+        "and data dir, so one Kafka and one Weaviate serve them all",
     )
     kafka_version: str = Field("4.1.1", description="Apache Kafka release (Maven Central)")
     kafka_controller_port: int = Field(19093, ge=1, le=65535)
@@ -299,7 +301,7 @@ class Settings(BaseSettings):
 
     @property
     def services_state_dir(self) -> Path:
-        return self.services.state_dir or (self.data_dir / "services")
+        return self.services.state_dir
 
     @property
     def llm_cache_dir(self) -> Path:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+import warnings
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -38,7 +39,10 @@ def ensure_offline_bpe(cache_dir: Path | None = None) -> Path:
     existing = os.environ.get("TIKTOKEN_CACHE_DIR")
     target = Path(existing) if existing and cache_dir is None else (cache_dir or _default_dir())
     target.mkdir(parents=True, exist_ok=True)
-    data = resources.files("bpe_openai") / "data"
+    with warnings.catch_warnings():
+        # importing bpe_openai calls importlib.resources.open_binary, deprecated upstream
+        warnings.filterwarnings("ignore", "open_binary is deprecated", DeprecationWarning)
+        data = resources.files("bpe_openai") / "data"
     for name, digest in _CACHE_NAMES.items():
         dest = target / digest
         if dest.exists() and dest.stat().st_size > 0:

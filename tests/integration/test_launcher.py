@@ -40,7 +40,7 @@ def own_settings(
             ),
             "services": base.services.model_copy(
                 update={
-                    "state_dir": None,
+                    "state_dir": data_dir / "services",
                     "kafka_controller_port": PORTS["controller"],
                     "weaviate_gossip_port": PORTS["gossip"],
                     "weaviate_raft_port": PORTS["raft"],

@@ -1,0 +1,200 @@
+"""The community job: one leader at a time, debounced, CPU work in its own process.
+
+- **Leader.** Every job process joins the consumer group ``<app id>-community`` on the
+  one-partition topic ``<namespace>.community-leader``; whoever is assigned that partition
+  leads. A leader that loses the partition stops starting runs; a run already under way may
+  finish, but the snapshot store only accepts versions above its pointer, so a deposed leader
+  can never move the pointer back.
+- **Feed.** The leader reads every partition of ``graph-changes`` from the offsets recorded
+  in its checkpoint (a restart resumes; nothing is replayed from the start) and buffers them.
+- **Debounce.** A run starts when the feed has been quiet for ``debounce_s`` or dirty for
+  ``max_wait_s``, whichever comes first, and never while another run is under way.
+- **Run.** The buffered changes go to a long-lived child process (``agents.community_runner``)
+  that folds them into its graph view, re-clusters, regenerates what materially changed,
+  writes the snapshot and the checkpoint, and returns the lineage events, which the leader
+  publishes on ``community-events``. The event loop only does I/O, so the consumer keeps
+  heartbeating however long the run takes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import multiprocessing
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from agents import community_runner
+from kgrag.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Feed:
+    """Changes received since the last run, and when the feed was last and first dirty."""
+
+    changes: list[bytes] = field(default_factory=list)
+    offsets: dict[int, int] = field(default_factory=dict)  # partition -> next offset
+    first_at: float | None = None
+    last_at: float | None = None
+
+    def add(self, partition: int, offset: int, value: bytes) -> None:
+        now = time.monotonic()
+        self.changes.append(value)
+        self.offsets[partition] = offset + 1
+        self.first_at = self.first_at or now
+        self.last_at = now
+
+    def due(self, debounce_s: float, max_wait_s: float, now: float) -> bool:
+        """Quiet for ``debounce_s`` or dirty for ``max_wait_s``."""
+        if self.first_at is None or self.last_at is None:
+            return False
+        return now - self.last_at >= debounce_s or now - self.first_at >= max_wait_s
+
+    def take(self) -> tuple[list[bytes], dict[int, int]]:
+        changes, offsets = self.changes, dict(self.offsets)
+        self.changes, self.first_at, self.last_at = [], None, None
+        return changes, offsets
+
+
+class _Leadership(ConsumerRebalanceListener):
+    def __init__(self) -> None:
+        self.leader = asyncio.Event()
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        if revoked:
+            log.info("community job: leadership lost")
+        self.leader.clear()
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        if assigned:
+            log.info("community job: this process leads")
+            self.leader.set()
+
+
+def leader_topic(settings: Settings) -> str:
+    return f"{settings.namespace}.community-leader"
+
+
+async def _ensure_leader_topic(settings: Settings) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka.bootstrap_servers)
+    await admin.start()
+    try:
+        if leader_topic(settings) not in set(await admin.list_topics()):
+            with contextlib.suppress(TopicAlreadyExistsError):
+                await admin.create_topics(
+                    [NewTopic(leader_topic(settings), 1, settings.kafka.replication_factor)]
+                )
+    finally:
+        await admin.close()
+
+
+class CommunityJob:
+    """The leader loop; ``run_forever`` until cancelled."""
+
+    def __init__(self, settings: Settings, *, poll_s: float = 0.5) -> None:
+        self.settings = settings
+        self.poll_s = poll_s
+        self.feed = Feed()
+        self.runs = 0
+        self._pool = ProcessPoolExecutor(
+            max_workers=1, mp_context=multiprocessing.get_context("spawn")
+        )
+        self._settings_json = settings.model_dump_json()
+
+    async def run_forever(self) -> None:
+        await _ensure_leader_topic(self.settings)
+        bootstrap = self.settings.kafka.bootstrap_servers
+        leadership = _Leadership()
+        elector = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=f"{self.settings.app_id}-community",
+            enable_auto_commit=False,
+        )
+        elector.subscribe([leader_topic(self.settings)], listener=leadership)
+        await elector.start()
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        await producer.start()
+        try:
+            while True:
+                await elector.getmany(timeout_ms=200)  # keeps the membership alive
+                if leadership.leader.is_set():
+                    await self._lead(elector, leadership, producer)
+        finally:
+            await producer.stop()
+            await elector.stop()
+            self._pool.shutdown(cancel_futures=True)
+
+    async def _lead(
+        self, elector: AIOKafkaConsumer, leadership: _Leadership, producer: AIOKafkaProducer
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        start = await loop.run_in_executor(
+            self._pool, community_runner.checkpoint_offsets, self._settings_json
+        )
+        topic = self.settings.topic("graph_changes")
+        feed_consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.settings.kafka.bootstrap_servers,
+            enable_auto_commit=False,
+            group_id=None,
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=4 * 1024 * 1024,
+        )
+        await feed_consumer.start()
+        try:
+            # ensure_topics created graph-changes with exactly this many partitions (and
+            # refuses to run against a topic with another count)
+            partitions = range(self.settings.kafka.partitions)
+            tps = [TopicPartition(topic, p) for p in partitions]
+            feed_consumer.assign(tps)
+            for tp in tps:
+                if tp.partition in start:
+                    feed_consumer.seek(tp, start[tp.partition])
+                else:
+                    await feed_consumer.seek_to_beginning(tp)
+            self.feed = Feed(offsets=dict(start))
+            while leadership.leader.is_set():
+                batch = await feed_consumer.getmany(
+                    timeout_ms=int(self.poll_s * 1000), max_records=5000
+                )
+                for tp, msgs in batch.items():
+                    for m in msgs:
+                        self.feed.add(tp.partition, m.offset, m.value)
+                await elector.getmany(timeout_ms=0)
+                cfg = self.settings.community
+                if self.feed.due(cfg.debounce_s, cfg.max_wait_s, time.monotonic()):
+                    await self._run(producer)
+        finally:
+            await feed_consumer.stop()
+
+    async def _run(self, producer: AIOKafkaProducer) -> None:
+        changes, offsets = self.feed.take()
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        result = await loop.run_in_executor(
+            self._pool, community_runner.run, self._settings_json, changes, offsets
+        )
+        self.runs += 1
+        events = result.get("events", [])
+        topic = self.settings.topic("community_events")
+        for event in events:
+            await producer.send(
+                topic, orjson.dumps(event), key=str(event.get("community_id", "")).encode()
+            )
+        await producer.flush()
+        log.info(
+            "community run %s: %d changes, %d events, %.1fs",
+            result.get("version"),
+            len(changes),
+            len(events),
+            time.monotonic() - started,
+        )

@@ -1,0 +1,510 @@
+"""One run of the community job, as pure steps over the job's state.
+
+A run: summarise the descriptions that changed → re-cluster the whole graph warm-started
+from the last hierarchy → give communities stable ids → classify lineage → fingerprint each
+community's evidence and decide which reports are stale → (the caller writes those reports,
+leaves first) → assemble the snapshot tables. Writing reports and summaries needs an LLM or
+the offline writers, so those two steps are left to the caller (``agents.community_runner``);
+everything else is here and deterministic.
+
+State carried between runs (``JobState``): the graph view, the consumed offsets, the last
+hierarchy and communities, the human-readable id allocator, every current report with the
+basis it was written from, the description summaries with the fingerprint they summarise,
+and each community's size history.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time
+from typing import Any
+
+import orjson
+
+from graph.aggregates import EntityAggregate, RelationshipAggregate, description_fingerprint
+from graph.community_ids import HumanIds, assign_community_ids
+from graph.emerging import emerging_scores
+from graph.evidence import (
+    EntityFacts,
+    EvidenceGraph,
+    EvidenceSet,
+    RegenerationPlan,
+    RelationshipFacts,
+    ReportBasis,
+    decide_regeneration,
+)
+from graph.graph_view import GraphView
+from graph.leiden import Hierarchy, build_graph, hierarchical_leiden
+from graph.lineage import LineageEvent, classify
+from graph.model import Community
+from graph.report_context import ReportClaim, ReportEntity, ReportGraph, ReportRelationship
+from graph.snapshot_model import (
+    Snapshot,
+    SnapshotClaim,
+    SnapshotCommunity,
+    SnapshotDocument,
+    SnapshotEntity,
+    SnapshotMeta,
+    SnapshotRelationship,
+    SnapshotReport,
+    SnapshotTextUnit,
+)
+
+HISTORY_CAP = 50  # size-history points kept per community
+
+
+@dataclass
+class JobState:
+    view: GraphView = field(default_factory=GraphView)
+    offsets: dict[int, int] = field(default_factory=dict)
+    version: int = 0
+    hierarchy: Hierarchy | None = None
+    communities: tuple[Community, ...] = ()
+    human_ids: HumanIds = field(default_factory=HumanIds.empty)
+    reports: dict[str, SnapshotReport] = field(default_factory=dict)
+    bases: dict[str, ReportBasis] = field(default_factory=dict)
+    summaries: dict[str, tuple[str, str]] = field(default_factory=dict)
+    size_history: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RunParams:
+    max_cluster_size: int
+    seed: int
+    jaccard_threshold: float
+    materiality_threshold: float
+    report_max_tokens: int
+
+
+# ---- summaries ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRequest:
+    """An entity or relationship whose description set changed since its last summary."""
+
+    slot: str  # "e:<key>" or "r:<key>"
+    names: tuple[str, ...]  # entity name, or (source, target)
+    descriptions: tuple[str, ...]
+    fingerprint: str
+
+
+def _ranked(tally_items: Iterable[tuple[str, int]]) -> tuple[str, ...]:
+    return tuple(d for d, _ in sorted(tally_items, key=lambda x: (-x[1], x[0])))
+
+
+def summaries_needed(view: GraphView, state: JobState) -> list[SummaryRequest]:
+    """Requests for rows whose fingerprint differs from the summarised one (sorted by slot)."""
+    out: list[SummaryRequest] = []
+    for key, ent in view.entities.items():
+        fp = description_fingerprint(ent)
+        if state.summaries.get(f"e:{key}", ("", ""))[0] != fp:
+            out.append(SummaryRequest(f"e:{key}", (ent.name,), _ranked(ent.descriptions.items), fp))
+    for key, rel in view.relationships.items():
+        fp = description_fingerprint(rel)
+        if state.summaries.get(f"r:{key}", ("", ""))[0] != fp:
+            out.append(
+                SummaryRequest(
+                    f"r:{key}",
+                    (rel.source_name, rel.target_name),
+                    _ranked(rel.descriptions.items),
+                    fp,
+                )
+            )
+    live = {f"e:{k}" for k in view.entities} | {f"r:{k}" for k in view.relationships}
+    for slot in [s for s in state.summaries if s not in live]:
+        del state.summaries[slot]
+    return sorted(out, key=lambda r: r.slot)
+
+
+def summary(state: JobState, slot: str, fallback: str = "") -> str:
+    return state.summaries.get(slot, ("", fallback))[1] or fallback
+
+
+# ---- clustering, ids, lineage ------------------------------------------------------------
+
+
+def cluster(
+    view: GraphView, state: JobState, params: RunParams
+) -> tuple[Hierarchy, tuple[Community, ...], HumanIds]:
+    """The whole graph re-clustered, warm-started, with stable ids (entities without a
+    relationship are not clustered: they have no evidence to be grouped by)."""
+    edges = [
+        (r.source_key, r.target_key, float(r.weight))
+        for r in view.relationships.values()
+        if r.source_key in view.entities
+        and r.target_key in view.entities
+        and r.source_key != r.target_key
+    ]
+    nodes = sorted({k for a, b, _ in edges for k in (a, b)})
+    graph = build_graph(nodes, edges)
+    hierarchy = hierarchical_leiden(
+        graph,
+        max_cluster_size=params.max_cluster_size,
+        seed=params.seed,
+        previous=state.hierarchy,
+    )
+    stable = assign_community_ids(
+        hierarchy, state.communities, state.human_ids, threshold=params.jaccard_threshold
+    )
+    return hierarchy, stable.communities, stable.human_ids
+
+
+def lineage(previous: tuple[Community, ...], current: tuple[Community, ...]) -> list[LineageEvent]:
+    return classify(previous, current)
+
+
+# ---- evidence and regeneration -----------------------------------------------------------
+
+
+def evidence_graph(view: GraphView) -> EvidenceGraph:
+    return EvidenceGraph.build(
+        (EntityFacts(k, e.descriptions.values()) for k, e in view.entities.items()),
+        (
+            RelationshipFacts(r.source_key, r.target_key, r.descriptions.values())
+            for r in view.relationships.values()
+        ),
+        _report_claims(view, HumanIds.empty()),
+    )
+
+
+def plan_reports(
+    communities: Iterable[Community],
+    evidence: Mapping[str, EvidenceSet],
+    state: JobState,
+    params: RunParams,
+) -> RegenerationPlan:
+    return decide_regeneration(
+        communities, evidence, state.bases, threshold=params.materiality_threshold
+    )
+
+
+# ---- report graph ------------------------------------------------------------------------
+
+
+def degrees(view: GraphView) -> Counter[str]:
+    deg: Counter[str] = Counter()
+    for r in view.relationships.values():
+        deg[r.source_key] += 1
+        deg[r.target_key] += 1
+    return deg
+
+
+def _report_claims(view: GraphView, ids: HumanIds) -> list[ReportClaim]:
+    out = []
+    for key, agg in view.claims.items():
+        for fact in agg.facts:
+            out.append(
+                ReportClaim(
+                    fact.id,
+                    ids.get("claim", fact.id) or 0,
+                    key,
+                    fact.claim_type,
+                    fact.status,
+                    fact.description,
+                )
+            )
+    return out
+
+
+def report_graph(view: GraphView, state: JobState) -> ReportGraph:
+    deg = degrees(view)
+    ids = state.human_ids
+    entities = [
+        ReportEntity(
+            k,
+            ids.get("entity", k) or 0,
+            e.name,
+            e.type,
+            summary(state, f"e:{k}", _first(e.descriptions.values())),
+            deg[k],
+        )
+        for k, e in view.entities.items()
+    ]
+    relationships = [
+        ReportRelationship(
+            k,
+            ids.get("relationship", k) or 0,
+            r.source_key,
+            r.target_key,
+            summary(state, f"r:{k}", _first(r.descriptions.values())),
+            float(r.weight),
+            deg[r.source_key] + deg[r.target_key],
+        )
+        for k, r in view.relationships.items()
+    ]
+    return ReportGraph.build(entities, relationships, _report_claims(view, ids))
+
+
+def _first(values: tuple[str, ...]) -> str:
+    return values[0] if values else ""
+
+
+def assign_record_ids(view: GraphView, ids: HumanIds) -> HumanIds:
+    """Human-readable ids for new entities, relationships, text units, claims, documents
+    (in a deterministic order: sorted keys)."""
+    ids = ids.assign("entity", sorted(view.entities))
+    ids = ids.assign("relationship", sorted(view.relationships))
+    ids = ids.assign("text_unit", sorted(view.text_units))
+    ids = ids.assign("document", sorted(view.documents))
+    return ids.assign("claim", sorted(f.id for a in view.claims.values() for f in a.facts))
+
+
+# ---- emerging ----------------------------------------------------------------------------
+
+
+def community_daily(view: GraphView, members: Iterable[str]) -> dict[date, int]:
+    daily: Counter[date] = Counter()
+    for key in members:
+        ent = view.entities.get(key)
+        if ent is not None:
+            for day, n in ent.days.per_day().items():
+                daily[day] += n
+    return dict(daily)
+
+
+def emerging(view: GraphView, communities: Iterable[Community]) -> dict[str, float]:
+    histories = {
+        c.id: [
+            (datetime.combine(d, time(12), tzinfo=UTC), n)
+            for d, n in sorted(community_daily(view, c.entity_keys).items())
+        ]
+        for c in communities
+    }
+    histories = {k: v for k, v in histories.items() if v}
+    if not histories:
+        return {}
+    return {k: s.score for k, s in emerging_scores(histories).items()}
+
+
+# ---- snapshot assembly -------------------------------------------------------------------
+
+
+def _iso(d: date | None) -> str:
+    return d.isoformat() if d else ""
+
+
+def _daily(d: Mapping[date, int]) -> tuple[tuple[str, int], ...]:
+    return tuple((k.isoformat(), v) for k, v in sorted(d.items()))
+
+
+def newest_time(view: GraphView) -> str:
+    times = [c.published_at for c in view.text_units.values()]
+    return max(times) if times else ""
+
+
+def assemble(
+    view: GraphView, state: JobState, communities: tuple[Community, ...], meta: SnapshotMeta
+) -> Snapshot:
+    """The snapshot tables from the view, the state's summaries, ids and reports."""
+    ids, deg = state.human_ids, degrees(view)
+    units_by_entity = view.entity_units
+    units_by_rel = view.relationship_units
+    ent_by_unit: dict[str, list[str]] = {}
+    for k, units in units_by_entity.items():
+        for u in units:
+            ent_by_unit.setdefault(u, []).append(k)
+    rel_by_unit: dict[str, list[str]] = {}
+    for k, units in units_by_rel.items():
+        for u in units:
+            rel_by_unit.setdefault(u, []).append(k)
+    entities = tuple(
+        _entity(k, e, ids, deg, state, units_by_entity.get(k, set()))
+        for k, e in sorted(view.entities.items())
+    )
+    relationships = tuple(
+        _relationship(k, r, ids, deg, state, units_by_rel.get(k, set()))
+        for k, r in sorted(view.relationships.items())
+    )
+    period = newest_time(view)[:10]
+    scores = emerging(view, communities)
+    by_id = {c.id: c for c in communities}
+    snap_communities = tuple(
+        _community(
+            c,
+            by_id,
+            ids,
+            view,
+            period,
+            scores.get(c.id, 0.0),
+            state.reports[c.id].title if c.id in state.reports else "",
+        )
+        for c in communities
+    )
+    reports = tuple(state.reports[c.id] for c in communities if c.id in state.reports)
+    units_by_doc: dict[str, list[str]] = {}
+    for unit in view.text_units.values():
+        units_by_doc.setdefault(unit.document_id, []).append(unit.id)
+    text_units = tuple(
+        SnapshotTextUnit(
+            u.id,
+            ids.get("text_unit", u.id) or 0,
+            u.text,
+            u.n_tokens,
+            u.document_id,
+            tuple(sorted(ent_by_unit.get(u.id, []))),
+            tuple(sorted(rel_by_unit.get(u.id, []))),
+            (),
+            u.published_at,
+            u.title,
+        )
+        for u in sorted(view.text_units.values(), key=lambda u: u.id)
+    )
+    documents = tuple(
+        SnapshotDocument(
+            d_id,
+            ids.get("document", d_id) or 0,
+            str(d.get("title", "")),
+            str(d.get("text", "")),
+            tuple(sorted(units_by_doc.get(d_id, []))),
+            str(d.get("published_at", "")),
+            dict(d.get("metadata") or {}),
+        )
+        for d_id, d in sorted(view.documents.items())
+    )
+    claims = tuple(
+        SnapshotClaim(
+            f.id,
+            ids.get("claim", f.id) or 0,
+            "claim",
+            f.claim_type,
+            f.description,
+            f.subject_name,
+            f.object_name,
+            f.status,
+            f.start_date,
+            f.end_date,
+            f.source_text,
+            "",
+        )
+        for _, agg in sorted(view.claims.items())
+        for f in agg.facts
+    )
+    return Snapshot(
+        meta, entities, relationships, snap_communities, reports, text_units, documents, claims
+    )
+
+
+def _entity(
+    k: str, e: EntityAggregate, ids: HumanIds, deg: Counter[str], state: JobState, units: set[str]
+) -> SnapshotEntity:
+    return SnapshotEntity(
+        k,
+        ids.get("entity", k) or 0,
+        e.name,
+        e.type,
+        summary(state, f"e:{k}", _first(e.descriptions.values())),
+        tuple(sorted(units)),
+        e.mention_count,
+        deg[k],
+        e.document_count,
+        _iso(e.first_seen),
+        _iso(e.last_seen),
+        _daily(e.days.per_day()),
+    )
+
+
+def _relationship(
+    k: str,
+    r: RelationshipAggregate,
+    ids: HumanIds,
+    deg: Counter[str],
+    state: JobState,
+    units: set[str],
+) -> SnapshotRelationship:
+    return SnapshotRelationship(
+        k,
+        ids.get("relationship", k) or 0,
+        r.source_name,
+        r.target_name,
+        summary(state, f"r:{k}", _first(r.descriptions.values())),
+        float(r.weight),
+        deg[r.source_key] + deg[r.target_key],
+        tuple(sorted(units)),
+        r.source_key,
+        r.target_key,
+        r.strength,
+        _iso(r.first_seen),
+        _iso(r.last_seen),
+    )
+
+
+def _community(
+    c: Community,
+    by_id: Mapping[str, Community],
+    ids: HumanIds,
+    view: GraphView,
+    period: str,
+    score: float,
+    title: str,
+) -> SnapshotCommunity:
+    hrid = ids.get("community", c.id) or 0
+    members = sorted(c.entity_keys)
+    rels = sorted(
+        k
+        for k, r in view.relationships.items()
+        if r.source_key in c.entity_keys and r.target_key in c.entity_keys
+    )
+    units = sorted({u for k in members for u in view.entity_units.get(k, ())})
+    parent = ids.get("community", c.parent) if c.parent else None
+    return SnapshotCommunity(
+        c.id,
+        hrid,
+        hrid,
+        c.level,
+        parent if parent is not None else -1,
+        tuple(ids.get("community", ch) or 0 for ch in c.children if ch in by_id),
+        title,
+        tuple(members),
+        tuple(rels),
+        tuple(units),
+        period,
+        len(members),
+        _daily(community_daily(view, members)),
+        score,
+    )
+
+
+def report_record(
+    community: Community,
+    content: Mapping[str, Any],
+    *,
+    ids: HumanIds,
+    period: str,
+    mode: str,
+    version: int,
+) -> SnapshotReport:
+    """A snapshot report from a writer's JSON (title, summary, rating, findings…)."""
+    hrid = ids.get("community", community.id) or 0
+    parent = ids.get("community", community.parent) if community.parent else None
+    findings = tuple(
+        {"summary": str(f.get("summary", "")), "explanation": str(f.get("explanation", ""))}
+        for f in content.get("findings", [])
+        if isinstance(f, Mapping)
+    )
+    title, text = str(content.get("title", "")), str(content.get("summary", ""))
+    body = "\n\n".join(
+        [f"# {title}", text, *(f"## {f['summary']}\n\n{f['explanation']}" for f in findings)]
+    )
+    return SnapshotReport(
+        community.id,
+        hrid,
+        hrid,
+        community.level,
+        parent if parent is not None else -1,
+        tuple(ids.get("community", ch) or 0 for ch in community.children),
+        title,
+        text,
+        body,
+        float(content.get("rating", 0.0) or 0.0),
+        str(content.get("rating_explanation", "")),
+        findings,
+        orjson.dumps(dict(content)).decode(),
+        period,
+        len(community.entity_keys),
+        mode,
+        0.0,
+        version,
+    )
