@@ -103,9 +103,14 @@ def run(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]) -
 class Runner:
     """One run's I/O around the pure steps of ``graph.community_run``."""
 
-    def __init__(self, settings: Settings, state: JobState) -> None:
+    def __init__(
+        self, settings: Settings, state: JobState, *, llm: Any = None, write_vectors: bool = True
+    ) -> None:
+        """``llm`` overrides the client built from settings (tests); ``write_vectors=False``
+        keeps report vectors out of Weaviate (pure runs in unit tests and benchmarks)."""
         self.settings = settings
         self.state = state
+        self.write_vectors = write_vectors
         cfg = settings.community
         self.params = RunParams(
             cfg.max_cluster_size,
@@ -115,8 +120,8 @@ class Runner:
             cfg.report_max_tokens,
         )
         self.timings: dict[str, float] = {}
-        self.llm: Any = None
-        if not settings.llm.offline:
+        self.llm: Any = llm
+        if llm is None and not settings.llm.offline:
             from kgrag.llm import OpenAILLM
 
             self.llm = OpenAILLM(settings.llm, settings.llm_cache_dir)
@@ -333,7 +338,7 @@ class Runner:
 
         fresh = [r for r in reports if r.id in regenerated]
         gone = [cid for cid in previous if cid not in current]
-        if not fresh and not gone:
+        if not self.write_vectors or (not fresh and not gone):
             return
         embedder = build_embedder(self.settings)
         vectors = await embedder.embed([f"{r.title}\n{r.summary}" for r in fresh])
