@@ -274,12 +274,13 @@ async def fold_until(
     settle: float = 5.0,
     timeout: float = 300.0,
     what: str = "the graph",
+    caught_up: bool = True,
 ) -> Any:
     """Fold ``graph-changes`` from the start until ``done(view)`` holds, no change has arrived
-    for ``settle`` seconds and the worker group has committed every message of every topic it
-    consumes. Unlike ``fold_graph``, a worker that is idle only because it is waiting (for a
-    dead member's session to time out, a rebalance, a table recovery) is not mistaken for a
-    finished one."""
+    for ``settle`` seconds and (with ``caught_up``) the worker group has committed every
+    message of every topic it consumes. Unlike ``fold_graph``, a worker that is idle only
+    because it is waiting (for a dead member's session to time out, a rebalance, a table
+    recovery) is not mistaken for a finished one."""
     from graph.graph_view import GraphView
     from streams.codecs import decode_graph_change
 
@@ -304,7 +305,7 @@ async def fold_until(
                 if msgs:
                     quiet_since = time.monotonic()
             if done(view) and time.monotonic() - quiet_since >= settle:
-                lag = await consumer_lag(settings)
+                lag = await consumer_lag(settings) if caught_up else 0
                 if lag == 0:
                     return view
                 quiet_since = time.monotonic()  # look again after another quiet spell
@@ -363,3 +364,33 @@ def vector_keys(settings: Settings, kind: str) -> list[str]:
         return [str(o.properties["key"]) for o in col.iterator(return_properties=["key"])]
     finally:
         client.close()
+
+
+async def read_all(settings: Settings, topic: str) -> list[tuple[bytes | None, bytes]]:
+    """Every (key, value) of a topic from the start up to its end offsets at call time."""
+    from aiokafka import TopicPartition
+
+    parts = [TopicPartition(topic, p) for p in range(settings.kafka.partitions)]
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False
+    )
+    await consumer.start()
+    out: list[tuple[bytes | None, bytes]] = []
+    try:
+        ends = await consumer.end_offsets(parts)
+        wanted = [tp for tp in parts if ends[tp] > 0]
+        if not wanted:
+            return out
+        consumer.assign(wanted)
+        await consumer.seek_to_beginning(*wanted)
+        while any(await consumer.position(tp) < ends[tp] for tp in wanted):
+            batch = await consumer.getmany(*wanted, timeout_ms=1000)
+            for msgs in batch.values():
+                out.extend(
+                    (m.key, m.value)
+                    for m in msgs
+                    if m.offset < ends[TopicPartition(m.topic, m.partition)]
+                )
+    finally:
+        await consumer.stop()
+    return out

@@ -157,6 +157,18 @@ async def test_a_worker_killed_mid_stream_and_restarted_builds_the_same_graph(
     assert_same_graph(Graph.of(view, 0), reference)
 
 
+async def wait_until_ready(worker: WorkerProcess, *, timeout: float) -> None:
+    """A faust worker logs "Worker]: Ready" once it has its first partitions and has recovered
+    their tables: from then on it is a working member of the group."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if "[^Worker]: Ready" in worker.log_path.read_text(errors="replace"):
+            return
+        assert worker.proc is not None and worker.proc.poll() is None, worker.log_tail()
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"worker not ready after {timeout:.0f}s\n{worker.log_tail()}")
+
+
 async def test_workers_joining_and_leaving_mid_stream_build_the_same_graph(
     service_endpoints: dict[str, object],
     tmp_path_factory: pytest.TempPathFactory,
@@ -175,22 +187,24 @@ async def test_workers_joining_and_leaving_mid_stream_build_the_same_graph(
     settings = first.settings
     await ensure_topics(settings)
     lines = documents.read_text().splitlines(keepends=True)
-    waves = [lines[: N_DOCS // 3], lines[N_DOCS // 3 : 2 * N_DOCS // 3], lines[2 * N_DOCS // 3 :]]
-    paths = []
-    for i, wave in enumerate(waves):
-        paths.append(documents.with_name(f"wave-{i}.jsonl"))
-        paths[-1].write_text("".join(wave))
+    waves = []
+    for i in range(3):
+        waves.append(documents.with_name(f"wave-{i}.jsonl"))
+        waves[-1].write_text("".join(lines[i * N_DOCS // 3 : (i + 1) * N_DOCS // 3]))
     try:
         first.start()
         second.start()
-        await publish(settings, paths[0])
+        await wait_until_ready(first, timeout=120)
+        await wait_until_ready(second, timeout=120)
+        await publish(settings, waves[0])
         await wait_for_changes(settings, reference.changes // 6, timeout=240)
-        third.start()  # joins while the first wave is still being merged
-        await publish(settings, paths[1])
+        third.start()
+        await publish(settings, waves[1])  # pending while the group rebalances for the third
+        await wait_until_ready(third, timeout=240)
         await wait_for_changes(settings, reference.changes // 2, timeout=240)
-        first.stop()  # leaves (SIGTERM) with the second wave in flight
+        await publish(settings, waves[2])
+        first.stop()  # leaves (SIGTERM) with the third wave pending
         assert first.proc is not None and first.proc.returncode is not None
-        await publish(settings, paths[2])
         view = await fold_until(
             settings,
             complete(reference),
