@@ -214,7 +214,7 @@ def export_cmd(
 def demo(
     path: Annotated[Path, typer.Option(help="Articles to index")] = Path("examples/news"),
     question: Annotated[str, typer.Option(help="Question to ask")] = (
-        "What did OPEC decide about oil production?"
+        "Why did dockworkers in Rotterdam walk out?"
     ),
 ) -> None:
     """Services up, a worker, publish the sample news, ask a question."""
@@ -225,6 +225,9 @@ def demo(
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # aiokafka logs every retried produce (e.g. NOT_LEADER right after topic creation) as a
+    # warning; the retries succeed, and real failures still raise.
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)
     try:
         app()
     except KgragError as e:

@@ -1,8 +1,10 @@
 """``kgrag demo``: the whole flow on the sample news, from nothing to answers.
 
 Services up (reused when running), a fresh ``demo`` namespace (its old topics, collections
-and state are removed first, so an earlier run never leaks in), a worker subprocess, the
-sample articles published and indexed, then questions asked and answered.
+and state are removed first, so an earlier run never leaks in), a worker subprocess with its
+community job, the sample articles published, indexed and clustered; then the communities
+and their lineage events, a local question, a "main themes" global question, a trend
+question and the emerging communities, printed readably.
 """
 
 from __future__ import annotations
@@ -14,18 +16,24 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import orjson
+from aiokafka import AIOKafkaConsumer
 from rich.console import Console
-from rich.panel import Panel
+from rich.table import Table
 
-from graph.hashing_embedding import HashingEmbedder
 from kgrag.errors import KgragError
 from kgrag.publish import publish
 from kgrag.services import launcher
 from kgrag.settings import Settings
+from kgrag.snapshot_store import SnapshotStore
 from kgrag.vector_store import WeaviateStore
-from query.basic import search_text_units
 from streams.admin import delete_namespace_topics, ensure_topics
+
+LOCAL_QUESTION = "What did Finance Minister Elena Vasquez say about interest rates?"
+GLOBAL_QUESTION = "What are the main themes of these articles?"
+TREND_WINDOW = "last 4 days"
 
 
 def _worker_env(settings: Settings) -> dict[str, str]:
@@ -37,6 +45,8 @@ def _worker_env(settings: Settings) -> dict[str, str]:
             "KGRAG_KAFKA__BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
             "KGRAG_WEAVIATE__URL": settings.weaviate.url,
             "KGRAG_WEAVIATE__GRPC_PORT": str(settings.weaviate.grpc_port),
+            "KGRAG_COMMUNITY__DEBOUNCE_S": str(settings.community.debounce_s),
+            "KGRAG_COMMUNITY__MAX_WAIT_S": str(settings.community.max_wait_s),
         }
     )
     return env
@@ -57,33 +67,118 @@ async def _reset(settings: Settings) -> None:
     await ensure_topics(settings)
 
 
-async def _wait_indexed(settings: Settings, expected_docs: int, timeout: float) -> int:
-    """Wait until every document has text units and the count has been stable for 3 s."""
+def _wait_for_snapshot(settings: Settings, documents: int, timeout: float) -> int:
+    """The version of a snapshot holding every document, once no newer one follows soon."""
+    store = SnapshotStore(settings.snapshots_dir, keep=settings.community.keep_snapshots)
     deadline = time.monotonic() + timeout
-    last, stable_since = -1, time.monotonic()
-    async with WeaviateStore(settings) as store:
-        while time.monotonic() < deadline:
-            n = await store.count("text_unit")
-            if n != last:
-                last, stable_since = n, time.monotonic()
-            elif n >= expected_docs and time.monotonic() - stable_since > 3:
-                return n
-            await asyncio.sleep(1)
-    raise KgragError(f"indexing did not finish within {timeout:.0f}s ({last} text units so far)")
+    settle = settings.community.debounce_s * 2 + 2
+    seen, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        version = store.latest_version()
+        if version != seen:
+            seen, since = version, time.monotonic()
+        elif version is not None and time.monotonic() - since > settle:
+            snap = store.load(version)
+            if snap.meta.counts.get("documents", 0) >= documents:
+                return version
+        time.sleep(1)
+    raise KgragError(f"no complete snapshot within {timeout:.0f}s (latest: {seen})")
 
 
-async def _ask(settings: Settings, question: str) -> list[str]:
-    async with WeaviateStore(settings) as store:
-        hits = await search_text_units(
-            question,
-            embedder=HashingEmbedder(settings.embeddings.dimensions),
-            store=store,
-            limit=3,
+async def _events(settings: Settings) -> list[dict[str, Any]]:
+    consumer = AIOKafkaConsumer(
+        settings.topic("community_events"),
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        group_id=None,
+    )
+    await consumer.start()
+    out: list[dict[str, Any]] = []
+    try:
+        for _ in range(3):
+            batch = await consumer.getmany(timeout_ms=1000)
+            out += [orjson.loads(m.value) for msgs in batch.values() for m in msgs]
+    finally:
+        await consumer.stop()
+    return out
+
+
+def _show_communities(console: Console, settings: Settings) -> None:
+    from query.index import QueryIndex
+
+    store = SnapshotStore(settings.snapshots_dir, keep=settings.community.keep_snapshots)
+    snap = store.load()
+    index = QueryIndex.from_snapshot(snap)
+    console.print(
+        f"snapshot v{snap.meta.version}: {snap.meta.counts.get('entities', 0)} entities, "
+        f"{snap.meta.counts.get('relationships', 0)} relationships, "
+        f"{len(snap.communities)} communities on {snap.meta.counts.get('levels', 0)} levels, "
+        f"{len(snap.community_reports)} reports ({snap.meta.mode})"
+    )
+    table = Table("id", "size", "title", "top entities", title="Top-level communities")
+    for c in sorted(snap.communities, key=lambda c: -c.size):
+        if c.level != 0:
+            continue
+        names = sorted(
+            c.entity_ids, key=lambda k: -(index.entities[k].frequency if k in index.entities else 0)
         )
-    return [
-        f"[bold]{h.title}[/] [dim]({h.document_id})[/]\n  {' '.join(h.text.split())[:260]}…"
-        for h in hits
-    ]
+        top = [index.entities[k].title for k in names[:4] if k in index.entities]
+        table.add_row(str(c.community), str(c.size), c.title, ", ".join(top))
+    console.print(table)
+
+
+def _show_events(console: Console, events: list[dict[str, Any]]) -> None:
+    from kgrag.cli_query import format_event
+
+    console.print(f"[bold]Community events[/] ({len(events)}):")
+    for e in events[-12:]:
+        console.print(format_event(e))
+
+
+def _ask(console: Console, settings: Settings) -> None:
+    from kgrag.cli_query import print_answer
+    from query.index import QueryIndex
+    from query.service import QueryOptions, open_deps, run_query
+
+    store = SnapshotStore(settings.snapshots_dir, keep=settings.community.keep_snapshots)
+    index = QueryIndex.from_snapshot(store.load())
+
+    async def ask(method: Any, question: str, opts: QueryOptions) -> Any:
+        async with open_deps(settings) as deps:
+            return await run_query(method, question, index, deps, opts)
+
+    for method, question, opts in (
+        ("local", LOCAL_QUESTION, QueryOptions()),
+        ("global", GLOBAL_QUESTION, QueryOptions(level=0)),
+        ("global", "What is emerging in the news?", QueryOptions(level=1, since=TREND_WINDOW)),
+    ):
+        window = f" (since {opts.since})" if opts.since else ""
+        console.rule(f"{method} search: {question}{window}")
+        print_answer(asyncio.run(ask(method, question, opts)), index, console)
+
+
+def _show_trends(console: Console, settings: Settings) -> None:
+    from query.index import QueryIndex
+    from query.time_window import parse_time_window
+    from query.trends import trends
+
+    store = SnapshotStore(settings.snapshots_dir, keep=settings.community.keep_snapshots)
+    index = QueryIndex.from_snapshot(store.load())
+    result = trends(index, parse_time_window(TREND_WINDOW, None, newest=index.newest), limit=5)
+    console.rule(f"Emerging communities, {result.since} .. {result.until} (document time)")
+    table = Table("#", "level", "title", "score", "mentions in window", "before", "top entities")
+    for i, c in enumerate(result.communities, 1):
+        table.add_row(
+            str(i),
+            str(c.level),
+            c.title,
+            f"{c.score:.2f}",
+            str(c.recent),
+            str(c.earlier),
+            ", ".join(c.top_entities[:3]),
+        )
+    console.print(table)
 
 
 def run_demo(settings: Settings, path: Path, question: str, console: Console) -> None:
@@ -91,6 +186,9 @@ def run_demo(settings: Settings, path: Path, question: str, console: Console) ->
         raise KgragError(f"{path} does not exist; run the demo from the repository root")
     if "KGRAG_NAMESPACE" not in os.environ:
         settings = settings.model_copy(update={"namespace": "demo"})
+    if "KGRAG_COMMUNITY__DEBOUNCE_S" not in os.environ:
+        community = settings.community.model_copy(update={"debounce_s": 3.0, "max_wait_s": 30.0})
+        settings = settings.model_copy(update={"community": community})
     console.rule("kafka-graphrag demo")
     with console.status("starting Kafka and Weaviate (the first run downloads and builds them)…"):
         for rec in launcher.up(settings):
@@ -111,16 +209,30 @@ def run_demo(settings: Settings, path: Path, question: str, console: Console) ->
         started = time.monotonic()
         summary = asyncio.run(publish(settings, path))
         console.print(f"published {summary.sent} articles ({len(summary.bad)} bad lines)")
-        with console.status("indexing…"):
-            n = asyncio.run(_wait_indexed(settings, summary.sent, timeout=300))
+        with console.status("indexing, clustering, writing reports…"):
+            version = _wait_for_snapshot(settings, summary.sent, timeout=600)
         console.print(
-            f"indexed {n} text units in {time.monotonic() - started:.1f}s (worker log: {log_path})"
+            f"snapshot v{version} ready {time.monotonic() - started:.1f}s after "
+            f"publishing (worker log: {log_path})"
         )
-        console.print(
-            Panel(
-                "\n".join(asyncio.run(_ask(settings, question))), title=f"basic search: {question}"
-            )
-        )
+        _show_communities(console, settings)
+        _show_events(console, asyncio.run(_events(settings)))
+        _ask(console, settings)
+        _show_trends(console, settings)
+        if question:
+            console.rule(f"basic search: {question}")
+            from kgrag.cli_query import print_answer
+            from query.index import QueryIndex
+            from query.service import QueryOptions, open_deps, run_query
+
+            store = SnapshotStore(settings.snapshots_dir)
+            index = QueryIndex.from_snapshot(store.load())
+
+            async def basic() -> Any:
+                async with open_deps(settings) as deps:
+                    return await run_query("basic", question, index, deps, QueryOptions(k=3))
+
+            print_answer(asyncio.run(basic()), index, console)
     finally:
         worker.terminate()
         try:

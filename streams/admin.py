@@ -7,6 +7,7 @@ tables cannot be repartitioned later; so every topic is created up front with
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -36,6 +37,8 @@ async def ensure_topics(settings: Settings) -> list[str]:
         present = [t for t in wanted if t in existing]
         if present:
             await _check_partitions(admin, present, settings.kafka.partitions)
+        if missing:
+            await _wait_for_leaders(admin, missing)
         return missing
     finally:
         await admin.close()
@@ -51,6 +54,23 @@ async def _check_partitions(admin: AIOKafkaAdminClient, topics: list[str], expec
                 f"{expected}; faust tables cannot be repartitioned: use a new KGRAG_NAMESPACE "
                 "or set the partition count back"
             )
+
+
+async def _wait_for_leaders(
+    admin: AIOKafkaAdminClient, topics: list[str], timeout: float = 30.0
+) -> None:
+    """New partitions answer NOT_LEADER until the controller elects their leader; wait for it
+    so the first produce does not go through a round of retries."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        described = await admin.describe_topics(topics)
+        ready = all(
+            t.get("partitions") and all(p.get("leader", -1) >= 0 for p in t["partitions"])
+            for t in described
+        )
+        if ready:
+            return
+        await asyncio.sleep(0.2)
 
 
 async def delete_namespace_topics(settings: Settings) -> None:
