@@ -383,14 +383,14 @@ async def read_all(settings: Settings, topic: str) -> list[tuple[bytes | None, b
             return out
         consumer.assign(wanted)
         await consumer.seek_to_beginning(*wanted)
-        while any(await consumer.position(tp) < ends[tp] for tp in wanted):
+        reached = dict.fromkeys(wanted, 0)
+        while any(reached[tp] < ends[tp] for tp in wanted):
             batch = await consumer.getmany(*wanted, timeout_ms=1000)
-            for msgs in batch.values():
-                out.extend(
-                    (m.key, m.value)
-                    for m in msgs
-                    if m.offset < ends[TopicPartition(m.topic, m.partition)]
-                )
+            for tp, msgs in batch.items():
+                for m in msgs:
+                    if m.offset < ends[tp]:
+                        out.append((m.key, m.value))
+                    reached[tp] = m.offset + 1
     finally:
         await consumer.stop()
     return out
