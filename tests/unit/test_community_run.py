@@ -1,0 +1,433 @@
+"""One community-job run, in process and offline: what a user of the snapshots and events sees.
+
+The graph is built the way the stream builds it: hand-made extractions go through
+``chunk_contributions`` and the merge rules (``absorb_*``), and the resulting ``GraphChange``
+rows are folded into the job's ``GraphView``. Each storyline is a few dense groups of named
+entities with a couple of bridges between the groups, storylines share no entity, and the
+``Runner`` runs with the offline writers, no vectors and a temporary data directory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.community_runner import Runner
+from graph.aggregates import EntityAggregate, RelationshipAggregate
+from graph.community_run import JobState
+from graph.contributions import (
+    EntityContribution,
+    RelationshipContribution,
+    chunk_contributions,
+    contribution_key,
+    document_key,
+)
+from graph.graph_changes import entity_changed, relationship_changed, text_unit_added
+from graph.graph_view import GraphView
+from graph.keys import entity_key
+from graph.merge import EntityRows, RelationshipRows, absorb_entity, absorb_relationship
+from graph.model import Chunk, ChunkExtraction, Community, EntityMention, RelationshipMention
+from graph.snapshot_model import Snapshot
+from kgrag.settings import CommunitySettings, LLMSettings, Settings, load_settings
+from kgrag.snapshot_store import SnapshotStore
+
+MAX_DESCRIPTIONS = 12
+
+# ---- builder: extractions → merge rules → graph-changes → the job's view ----------------------
+
+
+@dataclass
+class World:
+    """The merger's tables in miniature, folding every change into ``view``."""
+
+    view: GraphView = field(default_factory=GraphView)
+    entities: dict[str, EntityAggregate] = field(default_factory=dict)
+    entity_rows: dict[str, EntityContribution] = field(default_factory=dict)
+    doc_chunks: dict[str, int] = field(default_factory=dict)
+    relationships: dict[str, RelationshipAggregate] = field(default_factory=dict)
+    relationship_rows: dict[str, RelationshipContribution] = field(default_factory=dict)
+    chunks: int = 0
+
+    def say(
+        self,
+        doc_id: str,
+        facts: list[tuple[str, str]],
+        edges: Sequence[tuple[str, str, str]] = (),
+        day: str = "1987-03-02",
+    ) -> None:
+        """One document of one chunk naming ``facts`` (name, description) and ``edges``."""
+        self.chunks += 1
+        text = " ".join(d for _, d in facts) + " " + " ".join(d for *_, d in edges)
+        chunk = Chunk(
+            f"chunk-{self.chunks}", doc_id, doc_id, f"{day}T09:00:00Z", 0, text, len(text) // 4
+        )
+        extraction = ChunkExtraction(
+            chunk,
+            tuple(EntityMention(n, "organization", d, chunk.id) for n, d in facts),
+            tuple(RelationshipMention(a, b, d, 5.0, chunk.id) for a, b, d in edges),
+        )
+        self.view.apply({"id": doc_id, "title": doc_id, "text": text, "published_at": day})
+        self.view.apply(text_unit_added(extraction))
+        contributions = chunk_contributions(extraction)
+        for c in contributions.entities:
+            self._entity(c)
+        for r in contributions.relationships:
+            self._relationship(r)
+
+    def _entity(self, c: EntityContribution) -> None:
+        row, doc = contribution_key(c.key, c.chunk_id), document_key(c.key, c.document_id)
+        rows = EntityRows(
+            self.entities.get(c.key), self.entity_rows.get(row), self.doc_chunks.get(doc)
+        )
+        step = absorb_entity(rows, c, max_descriptions=MAX_DESCRIPTIONS)
+        if not step.changed:
+            return
+        assert step.rows.aggregate and step.rows.contribution and step.rows.document_chunks
+        self.entities[c.key] = step.rows.aggregate
+        self.entity_rows[row] = step.rows.contribution
+        self.doc_chunks[doc] = step.rows.document_chunks
+        self.view.apply(
+            entity_changed(
+                c.key,
+                step.rows.aggregate,
+                chunk_id=c.chunk_id,
+                document_id=c.document_id,
+                retraction=False,
+            )
+        )
+
+    def _relationship(self, c: RelationshipContribution) -> None:
+        row = contribution_key(c.key, c.chunk_id)
+        rows = RelationshipRows(self.relationships.get(c.key), self.relationship_rows.get(row))
+        step = absorb_relationship(rows, c, max_descriptions=MAX_DESCRIPTIONS)
+        if not step.changed:
+            return
+        assert step.rows.aggregate and step.rows.contribution
+        self.relationships[c.key] = step.rows.aggregate
+        self.relationship_rows[row] = step.rows.contribution
+        self.view.apply(
+            relationship_changed(
+                c.key,
+                step.rows.aggregate,
+                chunk_id=c.chunk_id,
+                document_id=c.document_id,
+                retraction=False,
+            )
+        )
+
+    def group(self, name: str) -> list[str]:
+        """Eight members in two desks of four; everyone in a desk is related, and each member
+        to one member of the other desk. One document per desk and one for the links."""
+        members = [f"{name} {i}" for i in range(8)]
+        for desk in (members[:4], members[4:]):
+            self.say(
+                f"doc-{desk[0]}",
+                [(m, f"{m} works at the {name} desk.") for m in desk],
+                [(a, b, f"{a} trades with {b}.") for a, b in itertools.combinations(desk, 2)],
+            )
+        self.say(
+            f"doc-{name}-links",
+            [],
+            [(a, b, f"{a} reports to {b}.") for a, b in zip(members[:4], members[4:], strict=True)],
+        )
+        return members
+
+    def storyline(self, name: str, groups: int) -> list[list[str]]:
+        """``groups`` groups chained by one bridge each: one storyline of the news."""
+        out = [self.group(f"{name} {chr(65 + g)}") for g in range(groups)]
+        for g, (left, right) in enumerate(itertools.pairwise(out)):
+            self.say(f"doc-{name}-bridge-{g}", [], [(left[0], right[0], "They merged desks.")])
+        return out
+
+
+def base_world() -> World:
+    world = World()
+    world.storyline("Orion", groups=3)
+    world.storyline("Vega", groups=2)
+    world.group("Lyra")
+    return world
+
+
+# ---- running the job in process -------------------------------------------------------------
+
+
+def make_settings(tmp: Path, **community: Any) -> Settings:
+    base = load_settings()
+    return base.model_copy(
+        update={
+            "namespace": "unit",
+            "data_dir": tmp,
+            "llm": LLMSettings(base_url=None),
+            "community": CommunitySettings(**community),
+        }
+    )
+
+
+@dataclass
+class Job:
+    settings: Settings
+    state: JobState = field(default_factory=JobState)
+    last: dict[str, Any] = field(default_factory=dict)
+
+    async def run(self, view: GraphView) -> dict[str, Any]:
+        self.state.view = view
+        self.last = await Runner(self.settings, self.state, write_vectors=False).run()
+        return self.last
+
+    def snapshot(self) -> Snapshot:
+        return SnapshotStore(self.settings.snapshots_dir).load()
+
+    def regenerated(self) -> set[str]:
+        snap = self.snapshot()
+        return {r.id for r in snap.community_reports if r.generated_in == snap.meta.version}
+
+    def kinds(self) -> list[str]:
+        return sorted(e["kind"] for e in self.last["events"])
+
+
+def holding(communities: tuple[Community, ...], key: str) -> set[str]:
+    """Ids of the communities (every level) whose members include ``key``."""
+    return {c.id for c in communities if key in c.entity_keys}
+
+
+def settings_for(tmp: Path, **community: Any) -> Settings:
+    """Leaves of at most five, so each group of eight is split into its two desks."""
+    return make_settings(tmp, **{"max_cluster_size": 5, **community})
+
+
+async def steady_job(tmp: Path, **community: Any) -> tuple[World, Job]:
+    """The base world after two runs on the same graph."""
+    world, job = base_world(), Job(settings_for(tmp, **community))
+    await job.run(world.view)
+    await job.run(world.view)
+    return world, job
+
+
+def ancestors(communities: tuple[Community, ...], cid: str) -> set[str]:
+    by_id = {c.id: c for c in communities}
+    out: set[str] = set()
+    parent = by_id[cid].parent
+    while parent is not None:
+        out.add(parent)
+        parent = by_id[parent].parent
+    return out
+
+
+def leaf_of(communities: tuple[Community, ...], key: str) -> Community:
+    return max((c for c in communities if key in c.entity_keys), key=lambda c: c.level)
+
+
+# ---- first runs and the steady state -----------------------------------------------------------
+
+
+class TestFirstRuns:
+    async def test_first_run_announces_one_bootstrap_and_writes_every_report(
+        self, tmp_path: Path
+    ) -> None:
+        world, job = base_world(), Job(settings_for(tmp_path))
+        result = await job.run(world.view)
+        assert [e["kind"] for e in result["events"]] == ["bootstrap"]
+        assert result["events"][0]["size"] == len(world.view.entities)
+        snap = job.snapshot()
+        assert {r.id for r in snap.community_reports} == {c.id for c in snap.communities}
+        assert result["regenerated"] == len(snap.communities) == 18  # 6 groups, 12 desks
+        assert {c.level for c in snap.communities} == {0, 1}
+
+    async def test_second_run_on_the_same_graph_changes_nothing(self, tmp_path: Path) -> None:
+        world, job = base_world(), Job(settings_for(tmp_path))
+        await job.run(world.view)
+        first = job.snapshot()
+        result = await job.run(world.view)
+        assert result["regenerated"] == 0 and result["events"] == []
+        second = job.snapshot()
+        assert second.meta.version == first.meta.version + 1
+        assert second.community_reports == first.community_reports
+        assert [c.entity_ids for c in second.communities] == [
+            c.entity_ids for c in first.communities
+        ]
+
+
+# ---- what a change regenerates -----------------------------------------------------------------
+
+
+class TestRegeneration:
+    async def test_new_separate_cluster_emerges_alone_and_regenerates_no_other_report(
+        self, tmp_path: Path
+    ) -> None:
+        world, job = await steady_job(tmp_path)
+        before = {c.id for c in job.state.communities}
+        reports_before = {r.id: r for r in job.snapshot().community_reports}
+        members = [f"Draco {i}" for i in range(4)]
+        world.say(
+            "doc-draco",
+            [(m, f"{m} joined the new Draco consortium.") for m in members],
+            [
+                (a, b, f"{a} co-founded Draco with {b}.")
+                for a, b in itertools.combinations(members, 2)
+            ],
+        )
+        result = await job.run(world.view)
+        kinds = [e["kind"] for e in result["events"]]
+        assert kinds == ["emerged"], result["events"]
+        new = {c.id for c in job.state.communities} - before
+        assert len(new) == 1 and result["events"][0]["community_id"] in new
+        assert set(result["events"][0]["top_entities"]) == set(members)
+        assert job.regenerated() == new
+        after = {r.id: r for r in job.snapshot().community_reports}
+        assert {k: after[k] for k in reports_before} == reports_before
+
+    @pytest.mark.parametrize(
+        ("budget", "name", "parent_regenerated"),
+        [(8000, "Orion B 1", False), (400, "Orion B 1", True), (400, "Orion B 5", False)],
+        ids=["parent-context-fits", "parent-used-that-report", "parent-used-another-report"],
+    )
+    async def test_new_fact_regenerates_its_community_and_ancestors_only_when_due(
+        self, tmp_path: Path, budget: int, name: str, parent_regenerated: bool
+    ) -> None:
+        """At 400 tokens a group's context holds the report of its desk 0-3 in place of that
+        desk's rows (the larger child first, ties by id) and desk 4-7's rows themselves."""
+        threshold = 0.05  # one new fact is ~9% of a desk's evidence and ~4% of its group's
+        world, job = await steady_job(
+            tmp_path, materiality_threshold=threshold, report_max_tokens=budget
+        )
+        communities = job.state.communities
+        leaf = leaf_of(communities, entity_key(name))
+        parents = ancestors(communities, leaf.id)
+        assert parents, "the desk sits under its group"
+        bases = dict(job.state.bases)
+        world.say("doc-fact", [(name, f"{name} was fined by the regulator.")])
+        result = await job.run(world.view)
+        regenerated = job.regenerated()
+        assert leaf.id in regenerated
+        assert regenerated <= {leaf.id} | parents
+        assert (regenerated >= parents) is parent_regenerated
+        reasons = {e["community_id"]: e["reason"] for e in result["events"]}
+        assert reasons[leaf.id] == "new_evidence"
+        for pid in parents & regenerated:
+            # only because its context used the regenerated child's report
+            assert reasons[pid] == "child_report_regenerated"
+            assert leaf.id in bases[pid].used_child_reports
+        assert {e["kind"] for e in result["events"]} == {"report_updated"}
+        report = next(r for r in job.snapshot().community_reports if r.id == leaf.id)
+        assert report.unreflected == 0.0
+
+    async def test_repeated_fact_regenerates_nothing(self, tmp_path: Path) -> None:
+        world, job = await steady_job(tmp_path, materiality_threshold=0.05)
+        reports = job.snapshot().community_reports
+        known = world.view.entities["orion b 5"].descriptions.values()[0]
+        world.say("doc-again", [("Orion B 5", known)], day="1987-03-09")
+        assert world.view.entities["orion b 5"].mention_count == 2
+        result = await job.run(world.view)
+        assert result["regenerated"] == 0 and result["events"] == []
+        assert job.snapshot().community_reports == reports
+
+    async def test_evidence_below_the_threshold_is_recorded_per_report(
+        self, tmp_path: Path
+    ) -> None:
+        world, job = await steady_job(tmp_path)  # default threshold 0.2
+        threshold = job.settings.community.materiality_threshold
+        communities = job.state.communities
+        leaf = leaf_of(communities, "vega a 2")
+        world.say("doc-small", [("Vega A 2", "Vega A 2 opened a branch in Lisbon.")])
+        result = await job.run(world.view)
+        assert result["regenerated"] == 0
+        snap = job.snapshot()
+        unreflected = {r.id: r.unreflected for r in snap.community_reports}
+        touched = {leaf.id} | ancestors(communities, leaf.id)
+        assert all(0 < unreflected[c] <= threshold for c in touched), unreflected
+        assert all(v == 0.0 for c, v in unreflected.items() if c not in touched)
+        assert snap.meta.unreflected_max == max(unreflected.values())
+
+    async def test_nothing_stays_above_the_threshold_after_a_run(self, tmp_path: Path) -> None:
+        world, job = await steady_job(tmp_path)
+        threshold = job.settings.community.materiality_threshold
+        for i in range(6):  # one small fact at a time: each run may leave some unreflected
+            world.say(f"doc-drip-{i}", [("Vega A 2", f"Vega A 2 opened branch number {i}.")])
+            await job.run(world.view)
+            snap = job.snapshot()
+            assert all(r.unreflected <= threshold for r in snap.community_reports)
+            assert snap.meta.unreflected_max <= threshold
+        leaf = leaf_of(job.state.communities, "vega a 2")
+        assert any(  # the drip did pass the threshold at some point and was written up
+            r.id == leaf.id and r.generated_in > 2 for r in snap.community_reports
+        )
+
+
+# ---- ids, snapshots, checkpoints ---------------------------------------------------------------
+
+
+class TestStability:
+    async def test_ids_survive_a_small_change(self, tmp_path: Path) -> None:
+        world, job = await steady_job(tmp_path)
+        before = {c.id: c.entity_keys for c in job.state.communities}
+        world.say(
+            "doc-hire",
+            [("Orion A 8", "Orion A 8 was hired by Orion A.")],
+            [
+                ("Orion A 8", "Orion A 0", "Orion A 8 reports to Orion A 0."),
+                ("Orion A 8", "Orion A 1", "Orion A 8 trades with Orion A 1."),
+            ],
+        )
+        await job.run(world.view)
+        after = {c.id: c.entity_keys for c in job.state.communities}
+        assert set(after) == set(before)
+        changed = {cid for cid in after if after[cid] != before[cid]}
+        assert changed == holding(job.state.communities, "orion a 8")
+        assert all(after[c] - before[c] == {"orion a 8"} for c in changed)
+
+    async def test_snapshot_tables_reference_only_records_that_exist(self, tmp_path: Path) -> None:
+        world, job = await steady_job(tmp_path)
+        world.say(
+            "doc-hire",
+            [("Lyra 8", "Lyra 8 joined Lyra.")],
+            [("Lyra 8", "Lyra 0", "Lyra 8 reports to Lyra 0.")],
+        )
+        await job.run(world.view)
+        snap = job.snapshot()
+        entities = {e.id for e in snap.entities}
+        relationships = {r.id for r in snap.relationships}
+        units = {u.id for u in snap.text_units}
+        communities = {c.id for c in snap.communities}
+        numbers = {c.community: c for c in snap.communities}
+        assert len(numbers) == len(snap.communities)
+        for c in snap.communities:
+            assert c.entity_ids and set(c.entity_ids) <= entities
+            assert set(c.relationship_ids) <= relationships
+            assert set(c.text_unit_ids) <= units
+            assert c.parent == -1 or numbers[c.parent].level == c.level - 1
+            assert all(numbers[ch].parent == c.community for ch in c.children)
+        for r in snap.community_reports:
+            assert r.id in communities and numbers[r.community].id == r.id
+        for e in snap.entities:
+            assert e.text_unit_ids and set(e.text_unit_ids) <= units
+        for rel in snap.relationships:
+            assert {entity_key(rel.source), entity_key(rel.target)} <= entities
+            assert set(rel.text_unit_ids) <= units
+        for u in snap.text_units:
+            assert set(u.entity_ids) <= entities and set(u.relationship_ids) <= relationships
+        documents = {d.id for d in snap.documents}
+        assert {u.document_id for u in snap.text_units} <= documents
+        hrids = [e.human_readable_id for e in snap.entities]
+        assert len(set(hrids)) == len(hrids)
+
+    async def test_checkpointed_state_reloaded_regenerates_nothing(self, tmp_path: Path) -> None:
+        world, job = await steady_job(tmp_path)
+        world.say(
+            "doc-hire",
+            [("Vega B 8", "Vega B 8 joined Vega B.")],
+            [("Vega B 8", "Vega B 3", "Vega B 8 reports to Vega B 3.")],
+        )
+        await job.run(world.view)
+        reports = job.snapshot().community_reports
+        restored = Job(job.settings, pickle.loads(pickle.dumps(job.state)))
+        result = await restored.run(restored.state.view)
+        assert result["regenerated"] == 0 and result["events"] == []
+        snap = restored.snapshot()
+        assert snap.meta.version == job.state.version + 1
+        assert snap.community_reports == reports
