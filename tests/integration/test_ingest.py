@@ -14,7 +14,7 @@ from kgrag.publish import publish
 from kgrag.settings import Settings
 from streams.admin import delete_namespace_topics, ensure_topics
 from tests.conftest import make_settings
-from tests.integration.helpers import WorkerProcess, fold_graph, graph_summary
+from tests.integration.helpers import WorkerProcess, fold_until, graph_summary
 
 ARTICLES = [
     (
@@ -79,7 +79,7 @@ async def test_articles_merge_into_one_graph_and_republishing_changes_nothing(
 ) -> None:
     path = _write(tmp_path, ARTICLES)
     await publish(settings, path)
-    view = await fold_graph(settings, settle=6)
+    view = await fold_until(settings, lambda v: {"oil-1", "oil-2", "bank-1"} <= set(v.documents))
     assert "amira haddad" in view.entities, (sorted(view.entities), worker.log_tail())
     haddad = view.entities["amira haddad"]
     assert haddad.document_count == 2 and haddad.mention_count == 2
@@ -94,7 +94,7 @@ async def test_articles_merge_into_one_graph_and_republishing_changes_nothing(
 
     await publish(settings, path)  # the same documents again
     await publish(settings, path)
-    again = await fold_graph(settings, settle=6)
+    again = await fold_until(settings, lambda v: True)
     assert graph_summary(again) == before
     assert {k: a.descriptions for k, a in again.entities.items()} == descriptions
 
@@ -121,10 +121,12 @@ async def test_a_corrected_article_replaces_its_earlier_version(
         )
     ]
     await publish(settings, _write(tmp_path, v1, "v1.jsonl"))
-    first = await fold_graph(settings, settle=6)
+    first = await fold_until(settings, lambda v: "fix-1" in v.documents)
     assert "zorblax shipping" in first.entities, sorted(first.entities)
     await publish(settings, _write(tmp_path, v2, "v2.jsonl"))
-    second = await fold_graph(settings, settle=6)
+    second = await fold_until(
+        settings, lambda v: v.documents.get("fix-1", {}).get("title") == "Port strike (corrected)"
+    )
     assert "zorblax shipping" not in second.entities
     assert "quintessa lines" in second.entities
     assert second.entities["marta kowalczyk"].mention_count == 1

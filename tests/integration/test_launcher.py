@@ -29,9 +29,10 @@ def own_settings(
     if any(port_open(p) for p in PORTS.values()):
         pytest.fail(f"one of the launcher test's ports {sorted(PORTS.values())} is taken")
     base = load_settings()
+    data_dir = tmp_path_factory.mktemp("launcher")
     s = base.model_copy(
         update={
-            "data_dir": tmp_path_factory.mktemp("launcher"),
+            "data_dir": data_dir,
             "kafka": base.kafka.model_copy(
                 update={"bootstrap_servers": f"127.0.0.1:{PORTS['kafka']}"}
             ),
