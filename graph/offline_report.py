@@ -88,8 +88,13 @@ def _top_entities(context: ReportContext) -> list[ReportEntity]:
 def _title(context: ReportContext, community: Community) -> str:
     names = [e.name for e in _top_entities(context)[:3]]
     if not names:
-        names = [r.title for r in context.child_reports[:2]]
+        names = [_bare(r.title) for r in context.child_reports[:2]]
     return (_join_names(names) or f"Community {community.id}") + TITLE_MARK
+
+
+def _bare(title: str) -> str:
+    """A child report's title without its offline mark, so marks do not pile up."""
+    return title.removesuffix(TITLE_MARK)
 
 
 def _summary(context: ReportContext, community: Community, top: Sequence[ReportEntity]) -> str:
@@ -99,7 +104,7 @@ def _summary(context: ReportContext, community: Community, top: Sequence[ReportE
     if top:
         lead += f" around {_join_names([e.name for e in top[:3]])}"
     if context.child_reports:
-        lead += f", including {_join_names([r.title for r in context.child_reports])}"
+        lead += f", including {_join_names([_bare(r.title) for r in context.child_reports])}"
     texts = [e.description for e in top[:5]] + [r.description for r in context.relationships[:5]]
     sentences = distinct_sentences(texts, [e.name for e in top[:3]])[:2]
     body = " ".join(s.text for s in sentences)

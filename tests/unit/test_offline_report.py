@@ -148,3 +148,24 @@ class TestCitation:
             "[Data: Relationships (0, 1, 2, 3, 4, +more)]"
         )
         assert format_citation([("Entities", [])]) == ""
+
+
+def test_a_parent_titled_after_its_children_carries_one_offline_mark() -> None:
+    from graph.offline_report import _title
+    from graph.report_context import ChildReport, ReportContext
+
+    ctx = ReportContext(
+        text="",
+        token_count=0,
+        entities=(),
+        relationships=(),
+        claims=(),
+        child_reports=(
+            ChildReport("c-1", 1, "Japan and Tokyo (offline)", "x"),
+            ChildReport("c-2", 2, "Ford and Detroit (offline)", "y"),
+        ),
+        truncated=False,
+    )
+    title = _title(ctx, Community("c-3", 0, None, ("c-1", "c-2"), frozenset({"a", "b"})))
+    assert title.count("(offline)") == 1
+    assert "Japan and Tokyo" in title and "Ford and Detroit" in title
