@@ -321,15 +321,18 @@ def assemble(
     period = newest_time(view)[:10]
     scores = emerging(view, communities)
     by_id = {c.id: c for c in communities}
+    rels_by_entity = _relationships_by_entity(view)
     snap_communities = tuple(
         _community(
             c,
             by_id,
             ids,
             view,
+            rels_by_entity,
             period,
             scores.get(c.id, 0.0),
             state.reports[c.id].title if c.id in state.reports else "",
+            state.size_history.get(c.id, ()),
         )
         for c in communities
     )
@@ -431,21 +434,36 @@ def _relationship(
     )
 
 
+def _relationships_by_entity(view: GraphView) -> dict[str, list[RelationshipAggregate]]:
+    """Each entity's relationships, so a community finds its internal edges from its members
+    instead of scanning every relationship of the graph once per community."""
+    out: dict[str, list[RelationshipAggregate]] = {}
+    for r in view.relationships.values():
+        out.setdefault(r.source_key, []).append(r)
+        out.setdefault(r.target_key, []).append(r)
+    return out
+
+
 def _community(
     c: Community,
     by_id: Mapping[str, Community],
     ids: HumanIds,
     view: GraphView,
+    rels_by_entity: Mapping[str, list[RelationshipAggregate]],
     period: str,
     score: float,
     title: str,
+    size_history: tuple[tuple[int, int], ...] = (),
 ) -> SnapshotCommunity:
     hrid = ids.get("community", c.id) or 0
     members = sorted(c.entity_keys)
     rels = sorted(
-        k
-        for k, r in view.relationships.items()
-        if r.source_key in c.entity_keys and r.target_key in c.entity_keys
+        {
+            r.key
+            for k in members
+            for r in rels_by_entity.get(k, ())
+            if r.source_key in c.entity_keys and r.target_key in c.entity_keys
+        }
     )
     units = sorted({u for k in members for u in view.entity_units.get(k, ())})
     parent = ids.get("community", c.parent) if c.parent else None
@@ -464,6 +482,7 @@ def _community(
         len(members),
         _daily(community_daily(view, members)),
         score,
+        size_history,
     )
 
 
