@@ -78,6 +78,7 @@ class SnapshotCommunity:
     size: int
     mentions_per_day: tuple[tuple[str, int], ...] = ()
     emerging_score: float = 0.0
+    size_history: tuple[tuple[int, int], ...] = ()  # (snapshot version, size), oldest first
 
 
 @dataclass(frozen=True, slots=True)
