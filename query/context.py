@@ -25,6 +25,7 @@ from graph.protocols import Embedder, VectorStore
 from graph.snapshot_model import SnapshotClaim, SnapshotEntity, SnapshotRelationship
 from query.activity import active_communities, entity_mentions
 from query.citations import DATASETS
+from query.entity_names import named_entities
 from query.errors import EmptyQuestionError
 from query.history import HistoryTurn, history_table
 from query.index import QueryIndex
@@ -47,6 +48,7 @@ class LocalContextConfig:
     top_k_entities: int = 10
     top_k_relationships: int = 10  # per selected entity
     oversample: int = 2  # vector hits fetched per wanted entity (some may be skipped)
+    named_entities: int = 5  # entities the question names, taken before the vector hits
     community_level: int = 2
     use_report_summary: bool = True  # the summary, else the full report, as report content
     include_claims: bool = True
@@ -89,13 +91,20 @@ async def select_entities(
     config: LocalContextConfig,
     window: TimeWindow,
 ) -> tuple[list[str], int]:
-    """The entities nearest to the question, and how many hits were skipped because the
-    snapshot does not hold them (Weaviate may run ahead of the latest snapshot)."""
+    """The entities the question names (``query.entity_names``), then those nearest to it,
+    and how many vector hits were skipped because the snapshot does not hold them (Weaviate
+    may run ahead of the latest snapshot)."""
     if not question.strip():
         raise EmptyQuestionError("the question is empty")
     [vector] = await embedder.embed([question])
     hits = await store.search("entity", vector, config.top_k_entities * config.oversample)
-    chosen: list[str] = []
+    named = named_entities(
+        question,
+        index.names,
+        lambda k: index.entities[k].frequency,
+        limit=config.named_entities,
+    )
+    chosen = [k for k in named if not window.bounded or entity_mentions(index, k, window) > 0]
     skipped = 0
     for hit in sorted(hits, key=lambda h: h.distance):
         if hit.key not in index.entities:

@@ -27,6 +27,7 @@ from graph.snapshot_model import (
     SnapshotReport,
     SnapshotTextUnit,
 )
+from query.entity_names import NameIndex
 from query.time_window import DailyCounts, to_date
 
 
@@ -53,6 +54,7 @@ class QueryIndex:
     entity_daily: dict[str, DailyCounts]
     community_daily: dict[int, DailyCounts]
     newest: date | None  # the newest document's day: what "last N days" counts back from
+    names: NameIndex  # entity keys by name word, for the entities a question names
 
     @property
     def version(self) -> int:
@@ -185,4 +187,5 @@ def _build(snapshot: Snapshot) -> QueryIndex:
             for c in snapshot.communities
         },
         newest=_newest(snapshot, dates.values()),
+        names=NameIndex.build(entities),
     )

@@ -1,0 +1,100 @@
+"""Entities a question names: coverage by name weight, one pick per part first, and their
+place ahead of the vector hits in local search."""
+
+from __future__ import annotations
+
+from graph.hashing_embedding import HashingEmbedder
+from query.context import LocalContextConfig, local_context
+from query.entity_names import NameIndex, named_entities
+from query.index import QueryIndex
+from tests.unit.test_query_support import DictVectorStore, entity_store, words, world
+
+NAMES = [
+    "edouard balladur",
+    "james baker",
+    "james exon",
+    "james wolfensohn",
+    "james river",
+    "james capel",
+    "howard baker",
+    "natural gas",
+    "southern natural gas",
+    "john herrington",
+    "what",
+    "happened",
+]
+
+
+def pick(question: str, limit: int = 10, freq: dict[str, int] | None = None) -> list[str]:
+    counts = freq or {}
+    return named_entities(question, NameIndex.build(NAMES), lambda k: counts.get(k, 0), limit=limit)
+
+
+class TestMatching:
+    def test_a_surname_finds_the_full_name(self) -> None:
+        assert pick("What did Balladur say?") == ["edouard balladur"]
+
+    def test_a_common_first_name_alone_covers_no_name(self) -> None:
+        assert pick("What did James say?") == []
+
+    def test_the_full_name_comes_before_namesakes(self) -> None:
+        found = pick("What happened involving James Baker?")
+        assert found[0] == "james baker"
+        assert "james exon" not in found
+
+    def test_frame_and_stop_words_never_match(self) -> None:
+        assert pick("What happened?") == []
+
+    def test_nothing_named_gives_nothing(self) -> None:
+        assert pick("how are bond yields moving") == []
+
+
+class TestOrder:
+    def test_each_part_of_the_question_gets_a_pick_before_the_rest(self) -> None:
+        found = pick("What happened involving Herrington in natural gas?")
+        assert set(found[:2]) == {"natural gas", "john herrington"}
+        assert found[2:] == ["southern natural gas"]
+
+    def test_limit_is_respected(self) -> None:
+        assert len(pick("Herrington natural gas", limit=1)) == 1
+
+
+class TestLocalSelection:
+    async def test_named_entity_is_selected_even_when_vectors_miss_it(self) -> None:
+        index = QueryIndex.from_snapshot(world())
+        empty = DictVectorStore()  # no entity vectors at all: only the name can find it
+        ctx = await local_context(
+            "What did Volcker do?",
+            index=index,
+            embedder=HashingEmbedder(256),
+            store=empty,
+            config=LocalContextConfig(),
+            count_tokens=words,
+        )
+        assert ctx.entity_keys == ("paul volcker",)
+
+    async def test_named_entities_come_before_vector_hits(self) -> None:
+        index = QueryIndex.from_snapshot(world())
+        store = await entity_store(index)
+        ctx = await local_context(
+            "oil cartel output quotas and Kuwait",
+            index=index,
+            embedder=HashingEmbedder(256),
+            store=store,
+            config=LocalContextConfig(top_k_entities=3),
+            count_tokens=words,
+        )
+        assert ctx.entity_keys[0] == "kuwait"
+        assert len(ctx.entity_keys) == 3
+
+    async def test_disabled_by_config(self) -> None:
+        index = QueryIndex.from_snapshot(world())
+        ctx = await local_context(
+            "What did Volcker do?",
+            index=index,
+            embedder=HashingEmbedder(256),
+            store=DictVectorStore(),
+            config=LocalContextConfig(named_entities=0),
+            count_tokens=words,
+        )
+        assert ctx.entity_keys == ()
