@@ -118,6 +118,7 @@ class Runner:
             cfg.jaccard_threshold,
             cfg.materiality_threshold,
             cfg.report_max_tokens,
+            cfg.membership_tolerance,
         )
         self.timings: dict[str, float] = {}
         self.llm: Any = llm

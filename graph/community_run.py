@@ -76,6 +76,7 @@ class RunParams:
     jaccard_threshold: float
     materiality_threshold: float
     report_max_tokens: int
+    membership_tolerance: float = 0.0
 
 
 # ---- summaries ---------------------------------------------------------------------------
@@ -177,7 +178,11 @@ def plan_reports(
     params: RunParams,
 ) -> RegenerationPlan:
     return decide_regeneration(
-        communities, evidence, state.bases, threshold=params.materiality_threshold
+        communities,
+        evidence,
+        state.bases,
+        threshold=params.materiality_threshold,
+        membership_tolerance=params.membership_tolerance,
     )
 
 

@@ -194,6 +194,13 @@ class CommunitySettings(BaseModel):
     materiality_threshold: float = Field(
         0.2, gt=0, le=1, description="Share of new evidence that makes a report stale"
     )
+    membership_tolerance: float = Field(
+        0.1,
+        ge=0,
+        lt=1,
+        description="Member drift (Jaccard distance) a report tolerates before membership "
+        "alone makes it stale; within it, new members count as unreflected evidence",
+    )
     keep_snapshots: int = Field(5, ge=1, description="Snapshots kept on disk")
     report_max_tokens: int = Field(8000, ge=200, description="Token budget of a report context")
 

@@ -204,3 +204,51 @@ class TestHierarchy:
     def test_threshold_outside_range_is_rejected(self) -> None:
         with pytest.raises(EvidenceError, match="threshold"):
             decide_regeneration([], {}, {}, threshold=0.0)
+
+
+class TestMembershipTolerance:
+    """Within the tolerance a drifted community is judged on its evidence alone."""
+
+    @staticmethod
+    def _plan(
+        facts: dict[str, list[str]], before: frozenset[str], after: frozenset[str], tol: float
+    ) -> tuple[bool, str | None, float]:
+        graph = graph_of(facts)
+        c = community(members=after)
+        plan = decide_regeneration(
+            [c],
+            {c.id: graph.community_evidence(after)},
+            {c.id: basis_now(graph_of(facts), before)},
+            threshold=THRESHOLD,
+            membership_tolerance=tol,
+        )
+        (d,) = plan.decisions
+        return d.regenerate, d.reason, d.unreflected_after
+
+    FIRMS = {f"e{i}": [f"E{i} is firm number {i}."] for i in range(12)}
+
+    def test_one_quiet_newcomer_among_eleven_is_tolerated_and_recorded(self) -> None:
+        before = frozenset(f"e{i}" for i in range(11))
+        regenerate, reason, left = self._plan(self.FIRMS, before, frozenset(self.FIRMS), 0.1)
+        assert (regenerate, reason) == (False, None)
+        assert left == pytest.approx(1 / 12)  # the newcomer's fact is unreflected evidence
+
+    def test_the_same_drift_counts_with_zero_tolerance(self) -> None:
+        before = frozenset(f"e{i}" for i in range(11))
+        regenerate, reason, _ = self._plan(self.FIRMS, before, frozenset(self.FIRMS), 0.0)
+        assert (regenerate, reason) == (True, "membership_changed")
+
+    def test_drift_beyond_the_tolerance_regenerates(self) -> None:
+        before = frozenset(f"e{i}" for i in range(6))
+        regenerate, reason, _ = self._plan(self.FIRMS, before, frozenset(self.FIRMS), 0.1)
+        assert (regenerate, reason) == (True, "membership_changed")
+
+    def test_a_newcomer_with_news_passes_the_threshold_on_evidence(self) -> None:
+        facts = {
+            "a": ["A is a bank."],
+            "b": ["B is a bank."],
+            "c": ["C is a bank."],
+            "d": ["D was raided.", "D's chief resigned.", "D lost its licence."],
+        }
+        regenerate, reason, _ = self._plan(facts, frozenset("abc"), frozenset("abcd"), 0.3)
+        assert (regenerate, reason) == (True, "new_evidence")
