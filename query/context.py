@@ -30,7 +30,7 @@ from query.errors import EmptyQuestionError
 from query.history import HistoryTurn, history_table
 from query.index import QueryIndex
 from query.ranking import claims_of, rank_relationships, rank_reports, rank_text_units
-from query.tables import RowCache, Table, TokenCounter, fill, join_tables
+from query.tables import RowCache, Table, TokenCounter, join_tables
 from query.time_window import TimeWindow
 
 ENTITY_HEADER = ("id", "entity", "description", "number of relationships")
@@ -38,6 +38,7 @@ RELATIONSHIP_HEADER = ("id", "source", "target", "description", "weight")
 CLAIM_HEADER = ("id", "entity", "object", "type", "status", "description")
 REPORT_HEADER = ("id", "title", "content")
 SOURCE_HEADER = ("id", "date", "title", "text")
+SLACK_TOKENS = 8  # a text tokenized inside its row may take a few tokens fewer than alone
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,9 +202,16 @@ class _Builder:
     def sources(self, selected: Sequence[str], rel_ids: Sequence[int], budget: int) -> Table:
         ix = self.index
         rels = [ix.relationship_by_hrid[i] for i in rel_ids]
-        units = (ix.text_units[u] for u in rank_text_units(ix, selected, rels, self.window))
-        rows = ((u.human_readable_id, (u.published_at[:10], u.title, u.text)) for u in units)
-        return fill(Table("Sources", SOURCE_HEADER, self.count), rows, budget)
+        table = Table("Sources", SOURCE_HEADER, self.count)
+        for key in rank_text_units(ix, selected, rels, self.window):
+            u = ix.text_units[key]
+            # The text's own token count bounds the row's from below (give or take the tokens
+            # a join merges): a unit that cannot fit is skipped without being tokenized, which
+            # kept a hub entity's thousand units from dominating the context's build time.
+            if u.n_tokens - SLACK_TOKENS > budget - table.tokens:
+                continue
+            table.try_add(u.human_readable_id, (u.published_at[:10], u.title, u.text), budget)
+        return table
 
 
 def _row(rows: RowCache, kind: str, record_id: int, cells: Callable[[], Sequence[object]]) -> Row:
