@@ -46,36 +46,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import agents.community_runner as runner_module
 from agents.community_runner import Runner
-from graph.aggregates import EntityAggregate, RelationshipAggregate
 from graph.chunking import chunk_document
 from graph.community_run import JobState
-from graph.contributions import (
-    EntityContribution,
-    RelationshipContribution,
-    chunk_contributions,
-    contribution_key,
-    document_key,
-)
 from graph.evidence import RegenerationPlan
-from graph.graph_changes import (
-    entity_changed,
-    relationship_changed,
-    text_unit_added,
-)
 from graph.graph_view import GraphView
 from graph.leiden import Hierarchy, build_graph, hierarchical_leiden
-from graph.merge import (
-    EntityRows,
-    RelationshipRows,
-    absorb_entity,
-    absorb_relationship,
-)
+from graph.local_merge import LocalMerger
 from graph.model import Document
 from graph.offline_extraction import extract_offline
 from kgrag.settings import CommunitySettings, LLMSettings, Settings, load_settings
 from kgrag.snapshot_store import SnapshotStore
 from kgrag.tokenizer import ensure_offline_bpe, get_encoding
-from streams.codecs import decode_graph_change, encode_document
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "reuters-1987-dev.jsonl"
@@ -88,68 +69,19 @@ TARGET_MODULARITY_GAP = 0.01
 # ---- documents → graph view, through the merge rules ------------------------------------------
 
 
-class Folder:
-    """The merger's tables in miniature; every change is folded into ``view``."""
+class Folder(LocalMerger):
+    """Documents chunked and extracted offline, merged in memory (``graph.local_merge``)."""
 
     def __init__(self, max_descriptions: int) -> None:
-        self.view = GraphView()
-        self.max_descriptions = max_descriptions
-        self.entities: dict[str, EntityAggregate] = {}
-        self.entity_rows: dict[str, EntityContribution] = {}
-        self.doc_chunks: dict[str, int] = {}
-        self.relationships: dict[str, RelationshipAggregate] = {}
-        self.relationship_rows: dict[str, RelationshipContribution] = {}
+        super().__init__(max_descriptions=max_descriptions)
         self.enc = get_encoding("o200k_base")
 
     def add(self, doc: Document) -> None:
-        self.view.apply(decode_graph_change(encode_document(doc)))
+        self.add_document(doc)
         for chunk in chunk_document(
             doc, encode=self.enc.encode_ordinary, decode=self.enc.decode, size=600, overlap=100
         ):
-            extraction = extract_offline(chunk)
-            self.view.apply(text_unit_added(extraction))
-            contributions = chunk_contributions(extraction)
-            for c in contributions.entities:
-                self._entity(c)
-            for r in contributions.relationships:
-                self._relationship(r)
-
-    def _entity(self, c: EntityContribution) -> None:
-        row, doc = contribution_key(c.key, c.chunk_id), document_key(c.key, c.document_id)
-        rows = EntityRows(
-            self.entities.get(c.key), self.entity_rows.get(row), self.doc_chunks.get(doc)
-        )
-        step = absorb_entity(rows, c, max_descriptions=self.max_descriptions)
-        if step.changed and step.rows.aggregate and step.rows.contribution:
-            self.entities[c.key] = step.rows.aggregate
-            self.entity_rows[row] = step.rows.contribution
-            self.doc_chunks[doc] = step.rows.document_chunks or 0
-            self.view.apply(
-                entity_changed(
-                    c.key,
-                    step.rows.aggregate,
-                    chunk_id=c.chunk_id,
-                    document_id=c.document_id,
-                    retraction=False,
-                )
-            )
-
-    def _relationship(self, c: RelationshipContribution) -> None:
-        row = contribution_key(c.key, c.chunk_id)
-        rows = RelationshipRows(self.relationships.get(c.key), self.relationship_rows.get(row))
-        step = absorb_relationship(rows, c, max_descriptions=self.max_descriptions)
-        if step.changed and step.rows.aggregate and step.rows.contribution:
-            self.relationships[c.key] = step.rows.aggregate
-            self.relationship_rows[row] = step.rows.contribution
-            self.view.apply(
-                relationship_changed(
-                    c.key,
-                    step.rows.aggregate,
-                    chunk_id=c.chunk_id,
-                    document_id=c.document_id,
-                    retraction=False,
-                )
-            )
+            self.absorb(extract_offline(chunk))
 
 
 def load_documents(path: Path, n: int) -> list[Document]:

@@ -19,19 +19,10 @@ from typing import Any
 import pytest
 
 from agents.community_runner import Runner
-from graph.aggregates import EntityAggregate, RelationshipAggregate
 from graph.community_run import JobState
-from graph.contributions import (
-    EntityContribution,
-    RelationshipContribution,
-    chunk_contributions,
-    contribution_key,
-    document_key,
-)
-from graph.graph_changes import entity_changed, relationship_changed, text_unit_added
 from graph.graph_view import GraphView
 from graph.keys import entity_key
-from graph.merge import EntityRows, RelationshipRows, absorb_entity, absorb_relationship
+from graph.local_merge import LocalMerger
 from graph.model import Chunk, ChunkExtraction, Community, EntityMention, RelationshipMention
 from graph.snapshot_model import Snapshot
 from kgrag.settings import CommunitySettings, LLMSettings, Settings, load_settings
@@ -43,15 +34,9 @@ MAX_DESCRIPTIONS = 12
 
 
 @dataclass
-class World:
-    """The merger's tables in miniature, folding every change into ``view``."""
+class World(LocalMerger):
+    """The merger's rules in memory (``graph.local_merge``), one chunk per document."""
 
-    view: GraphView = field(default_factory=GraphView)
-    entities: dict[str, EntityAggregate] = field(default_factory=dict)
-    entity_rows: dict[str, EntityContribution] = field(default_factory=dict)
-    doc_chunks: dict[str, int] = field(default_factory=dict)
-    relationships: dict[str, RelationshipAggregate] = field(default_factory=dict)
-    relationship_rows: dict[str, RelationshipContribution] = field(default_factory=dict)
     chunks: int = 0
 
     def say(
@@ -73,53 +58,7 @@ class World:
             tuple(RelationshipMention(a, b, d, 5.0, chunk.id) for a, b, d in edges),
         )
         self.view.apply({"id": doc_id, "title": doc_id, "text": text, "published_at": day})
-        self.view.apply(text_unit_added(extraction))
-        contributions = chunk_contributions(extraction)
-        for c in contributions.entities:
-            self._entity(c)
-        for r in contributions.relationships:
-            self._relationship(r)
-
-    def _entity(self, c: EntityContribution) -> None:
-        row, doc = contribution_key(c.key, c.chunk_id), document_key(c.key, c.document_id)
-        rows = EntityRows(
-            self.entities.get(c.key), self.entity_rows.get(row), self.doc_chunks.get(doc)
-        )
-        step = absorb_entity(rows, c, max_descriptions=MAX_DESCRIPTIONS)
-        if not step.changed:
-            return
-        assert step.rows.aggregate and step.rows.contribution and step.rows.document_chunks
-        self.entities[c.key] = step.rows.aggregate
-        self.entity_rows[row] = step.rows.contribution
-        self.doc_chunks[doc] = step.rows.document_chunks
-        self.view.apply(
-            entity_changed(
-                c.key,
-                step.rows.aggregate,
-                chunk_id=c.chunk_id,
-                document_id=c.document_id,
-                retraction=False,
-            )
-        )
-
-    def _relationship(self, c: RelationshipContribution) -> None:
-        row = contribution_key(c.key, c.chunk_id)
-        rows = RelationshipRows(self.relationships.get(c.key), self.relationship_rows.get(row))
-        step = absorb_relationship(rows, c, max_descriptions=MAX_DESCRIPTIONS)
-        if not step.changed:
-            return
-        assert step.rows.aggregate and step.rows.contribution
-        self.relationships[c.key] = step.rows.aggregate
-        self.relationship_rows[row] = step.rows.contribution
-        self.view.apply(
-            relationship_changed(
-                c.key,
-                step.rows.aggregate,
-                chunk_id=c.chunk_id,
-                document_id=c.document_id,
-                retraction=False,
-            )
-        )
+        self.absorb(extraction)
 
     def group(self, name: str) -> list[str]:
         """Eight members in two desks of four; everyone in a desk is related, and each member
