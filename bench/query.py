@@ -1,0 +1,555 @@
+"""Query bench on the Reuters dev set: latency, global-search cost, retrieval quality, themes.
+
+Usage: ``.venv/bin/python bench/query.py [path.jsonl] [--n N] [--rebuild]``
+
+Builds (or reuses) an offline index of the articles in-process (``bench/query_index.py``:
+chunk, extract offline, merge, community job, hashing-embedder vectors in Weaviate under the
+``bench-query`` namespace), then measures:
+
+* **latency** of local-context building (``query.context.build_local_context``, pure) and of
+  a whole offline local query (embedding + Weaviate entity search + context + the extractive
+  answer), p50/p95 over the gold questions below (target: context p95 <= 100 ms);
+* **global search cost** per community level (0, 1, 2), plain map-reduce and with dynamic
+  community selection (``DynamicConfig(max_level=level)``), against the scripted
+  OpenAI-compatible server through the real ``openai`` client: calls counted from the
+  server's log, tokens from the results;
+* **retrieval quality**: questions built from the gold labels, "What happened involving
+  <person> in <topic>?" (and the same for organisations), scored by precision@10 of distinct
+  source documents carrying both labels: the Sources of local search's context against basic
+  vector search over text units with the same embedder (target: local >= basic + 10 points);
+* **the paper's claim, offline**: for "What are the main themes of these articles?", the
+  share of the index's 10 most frequent gold topics whose articles the answer cites (cited
+  reports -> communities -> text units -> documents -> topics), global against basic.
+
+Needs Weaviate (``.venv/bin/kgrag services up``). Skips cleanly (exit 0) when the data file
+is absent. Writes bench/results/query.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agents.embedder import build_embedder
+from bench.query_index import load_articles, prepare
+from kgrag.llm import OpenAILLM
+from kgrag.settings import LLMSettings, Settings
+from kgrag.testing.scripted_llm import ScriptedLLMServer
+from kgrag.vector_store import WeaviateStore
+from prompts import PromptLibrary
+from query.basic_search import BasicSearchConfig, basic_context
+from query.context import LocalContextConfig, build_local_context, select_entities
+from query.deps import QueryDeps
+from query.dynamic import DynamicConfig
+from query.global_search import GlobalSearchConfig, global_search
+from query.index import QueryIndex
+from query.offline_answers import offline_basic, offline_global, offline_local
+from query.service import token_counter
+from query.time_window import TimeWindow
+
+DATA = Path("/work/shared/data/reuters-1987-dev.jsonl")
+RESULT = Path(__file__).resolve().parent / "results" / "query.json"
+THEMES = "What are the main themes of these articles?"
+STORYLINE = "What did OPEC decide about crude oil production quotas and prices?"
+LEVELS = (0, 1, 2)
+PER_KIND = 100
+TOPIC_WORDS = {
+    "acq": "acquisitions",
+    "bop": "balance of payments",
+    "cpi": "consumer prices",
+    "crude": "crude oil",
+    "dlr": "dollar",
+    "earn": "earnings",
+    "gnp": "economic growth",
+    "interest": "interest rates",
+    "ipi": "industrial production",
+    "jobs": "unemployment",
+    "l-cattle": "cattle",
+    "meal-feed": "animal feed",
+    "money-fx": "foreign exchange",
+    "money-supply": "money supply",
+    "nat-gas": "natural gas",
+    "pet-chem": "petrochemicals",
+    "reserves": "currency reserves",
+    "ship": "shipping",
+    "stg": "sterling",
+    "trade": "trade",
+}
+ORG_NAMES = {
+    "adb-africa": "African Development Bank",
+    "adb-asia": "Asian Development Bank",
+    "atpc": "Association of Tin Producing Countries",
+    "bis": "Bank for International Settlements",
+    "ec": "European Community",
+    "eib": "European Investment Bank",
+    "euratom": "Euratom",
+    "fao": "Food and Agriculture Organization",
+    "gatt": "GATT",
+    "gcc": "Gulf Cooperation Council",
+    "icco": "International Cocoa Organization",
+    "ico-coffee": "International Coffee Organization",
+    "ida": "International Development Association",
+    "iea": "International Energy Agency",
+    "imco": "International Maritime Organization",
+    "imf": "International Monetary Fund",
+    "inro": "International Natural Rubber Organization",
+    "isa": "International Sugar Agreement",
+    "itc": "International Tin Council",
+    "iwc-wheat": "International Wheat Council",
+    "iwcc": "International Wrought Copper Council",
+    "oapec": "OAPEC",
+    "oecd": "OECD",
+    "opec": "OPEC",
+    "un": "United Nations",
+    "unctad": "UNCTAD",
+    "worldbank": "World Bank",
+}
+
+
+# ==== gold questions =============================================================================
+
+
+@dataclass(frozen=True, slots=True)
+class GoldQuestion:
+    kind: str  # "person" or "organisation"
+    label: str  # the person or organisation label
+    topic: str
+    text: str
+
+
+def topic_words(topic: str) -> str:
+    return TOPIC_WORDS.get(topic, topic.replace("-", " "))
+
+
+def person_name(label: str) -> str:
+    return " ".join(part.capitalize() for part in label.split("-"))
+
+
+def gold_questions(articles: Sequence[dict[str, Any]], seed: int = 1987) -> list[GoldQuestion]:
+    """Up to ``PER_KIND`` (label, topic) pairs per kind among articles carrying both, seeded."""
+    out: list[GoldQuestion] = []
+    for kind, field, name in (
+        ("person", "people", person_name),
+        ("organisation", "orgs", lambda label: ORG_NAMES.get(label, label.upper())),
+    ):
+        pairs = sorted({(x, t) for a in articles for x in a[field] for t in a["topics"]})
+        picked = random.Random(seed).sample(pairs, min(PER_KIND, len(pairs)))
+        for label, topic in sorted(picked):
+            text = f"What happened involving {name(label)} in {topic_words(topic)}?"
+            out.append(GoldQuestion(kind, label, topic, text))
+    return out
+
+
+def relevant_documents(articles: Sequence[dict[str, Any]], q: GoldQuestion) -> set[str]:
+    field = "people" if q.kind == "person" else "orgs"
+    return {str(a["id"]) for a in articles if q.label in a[field] and q.topic in a["topics"]}
+
+
+def gold_entity(q: GoldQuestion, key: str) -> bool:
+    """Whether an entity key names the question's person (by surname) or organisation."""
+    if q.kind == "person":
+        return q.label.split("-")[-1] in key.split()
+    return key in {q.label, ORG_NAMES.get(q.label, "").lower()}
+
+
+def first_documents(index: QueryIndex, source_ids: Sequence[int], k: int = 10) -> list[str]:
+    """The first ``k`` distinct documents behind a ranked list of Sources ids."""
+    docs: list[str] = []
+    for i in source_ids:
+        doc = index.text_unit_by_hrid[i].document_id
+        if doc not in docs:
+            docs.append(doc)
+        if len(docs) == k:
+            break
+    return docs
+
+
+# ==== helpers ===================================================================================
+
+
+def percentiles(samples_ms: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(samples_ms)
+    q = statistics.quantiles(ordered, n=100, method="inclusive") if len(ordered) > 1 else ordered
+    return {
+        "n": len(ordered),
+        "p50_ms": round(statistics.median(ordered), 2),
+        "p95_ms": round(q[94] if len(ordered) > 1 else ordered[0], 2),
+        "max_ms": round(ordered[-1], 2),
+    }
+
+
+async def timed(call: Callable[[], Awaitable[Any]]) -> tuple[Any, float]:
+    started = time.perf_counter()
+    value = await call()
+    return value, (time.perf_counter() - started) * 1000
+
+
+def machine() -> str:
+    return (
+        f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpus, "
+        f"Python {platform.python_version()}"
+    ).replace("  ", " ")
+
+
+# ==== 1. latency ===============================================================================
+
+
+async def latency(
+    index: QueryIndex, deps: QueryDeps, questions: Sequence[GoldQuestion]
+) -> dict[str, Any]:
+    config = LocalContextConfig()
+    window = TimeWindow()
+    for q in questions[:5]:  # warm-up: connections, tokenizer, caches
+        await offline_local(q.text, index, deps, config=config)
+    select: list[float] = []
+    build: list[float] = []
+    whole: list[float] = []
+    basic: list[float] = []
+    tokens: list[int] = []
+    phases: dict[str, list[float]] = defaultdict(list)
+    for q in questions:
+        (keys, _), ms = await timed(
+            partial(
+                select_entities,
+                q.text,
+                index=index,
+                embedder=deps.embedder,
+                store=deps.store,
+                config=config,
+                window=window,
+            )
+        )
+        select.append(ms)
+        started = time.perf_counter()
+        ctx = build_local_context(index, keys, config=config, count_tokens=deps.count_tokens)
+        build.append((time.perf_counter() - started) * 1000)
+        tokens.append(sum(ctx.tokens.values()))
+        _, ms = await timed(partial(offline_local, q.text, index, deps, config=config))
+        whole.append(ms)
+        _, ms = await timed(partial(offline_basic, q.text, index, deps))
+        basic.append(ms)
+        for name, ms_phase in context_phases(index, keys, config, deps).items():
+            phases[name].append(ms_phase)
+    return {
+        "entities": len(index.entities),
+        "select_entities": percentiles(select),
+        "context_build": percentiles(build),
+        "context_build_phases": {k: percentiles(v) for k, v in phases.items()},
+        "offline_local_query": percentiles(whole),
+        "offline_basic_query": percentiles(basic),
+        "context_tokens_mean": round(statistics.mean(tokens), 1),
+        "target_context_p95_ms": 100,
+    }
+
+
+def context_phases(
+    index: QueryIndex, keys: Sequence[str], config: LocalContextConfig, deps: QueryDeps
+) -> dict[str, float]:
+    """Where context building spends its time: the same steps as ``build_local_context``."""
+    from query.context import _Builder
+
+    builder = _Builder(index, config, deps.count_tokens, TimeWindow())
+    report_budget, local_budget, source_budget = config.budgets()
+    out: dict[str, float] = {}
+    t = time.perf_counter()
+    builder.reports(keys, report_budget)
+    out["reports"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
+    local = builder.local_section(keys, local_budget)
+    out["entities_relationships"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
+    rel_ids = next((tb.ids for tb in local if tb.name == "Relationships"), [])
+    builder.sources(keys, rel_ids, source_budget)
+    out["sources"] = (time.perf_counter() - t) * 1000
+    return out
+
+
+# ==== 2. global search cost =====================================================================
+
+
+async def global_cost(index: QueryIndex, deps: QueryDeps) -> dict[str, Any]:
+    """Calls and tokens of global search per level, plain and dynamic, for two questions."""
+    out: dict[str, Any] = {}
+    with ScriptedLLMServer() as server:
+        llm = OpenAILLM(
+            LLMSettings(base_url=server.base_url, api_key="bench", model="scripted", concurrency=8)
+        )
+        llm_deps = replace(deps, llm=llm)
+        try:
+            for label, question in (("themes", THEMES), ("storyline", STORYLINE)):
+                rows = []
+                for level in LEVELS:
+                    for dynamic in (False, True):
+                        rows.append(
+                            await _one_global(server, llm_deps, index, question, level, dynamic)
+                        )
+                out[label] = {"question": question, "runs": rows}
+        finally:
+            await llm.aclose()
+    return out
+
+
+async def _one_global(
+    server: ScriptedLLMServer,
+    deps: QueryDeps,
+    index: QueryIndex,
+    question: str,
+    level: int,
+    dynamic: bool,
+) -> dict[str, Any]:
+    server.clear_calls()
+    result, ms = await timed(
+        lambda: global_search(
+            question,
+            index,
+            deps,
+            config=GlobalSearchConfig(level=level),
+            dynamic=DynamicConfig(max_level=level) if dynamic else None,
+        )
+    )
+    by_kind = Counter(c.kind for c in server.calls() if c.path.endswith("/chat/completions"))
+    return {
+        "level": level,
+        "dynamic": dynamic,
+        "reports_in_scope": len(index.communities_at_level(level)),
+        "reports_mapped": result.extra.get("reports"),
+        "server_calls": sum(by_kind.values()),
+        "server_calls_by_kind": dict(by_kind),
+        "result_llm_calls": result.llm_calls,
+        "rating_calls": result.extra.get("rating_calls", 0),
+        "map_calls": result.extra.get("map_calls"),
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "cited_reports": len(result.citations.get("Reports", [])),
+        "seconds": round(ms / 1000, 2),
+    }
+
+
+# ==== 3. retrieval quality ======================================================================
+
+
+async def retrieval(
+    index: QueryIndex,
+    deps: QueryDeps,
+    articles: Sequence[dict[str, Any]],
+    questions: Sequence[GoldQuestion],
+) -> dict[str, Any]:
+    config = LocalContextConfig()
+    basic_config = BasicSearchConfig(k=30)  # enough text units for 10 distinct documents
+    per_kind: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    examples: list[dict[str, Any]] = []
+    for q in questions:
+        wanted = relevant_documents(articles, q)
+        (keys, _) = await select_entities(
+            q.text,
+            index=index,
+            embedder=deps.embedder,
+            store=deps.store,
+            config=config,
+            window=TimeWindow(),
+        )
+        ctx = build_local_context(index, keys, config=config, count_tokens=deps.count_tokens)
+        local_docs = first_documents(index, ctx.ids["Sources"])
+        basic = await basic_context(q.text, index, deps, config=basic_config, window=TimeWindow())
+        basic_docs = first_documents(index, basic.table.ids)
+        scores = per_kind[q.kind]
+        for method, docs in (("local", local_docs), ("basic", basic_docs)):
+            hits = sum(d in wanted for d in docs)
+            scores[f"{method}_p10"].append(hits / 10)
+            scores[f"{method}_p10_norm"].append(hits / min(10, len(wanted)))
+            scores[f"{method}_docs"].append(len(docs))
+        scores["relevant_docs"].append(len(wanted))
+        scores["gold_entity_selected"].append(float(any(gold_entity(q, k) for k in keys)))
+        if sum(e["kind"] == q.kind for e in examples) < 5:
+            examples.append(
+                {
+                    "kind": q.kind,
+                    "question": q.text,
+                    "relevant": len(wanted),
+                    "entities": [index.entities[k].title for k in keys[:5]],
+                    "local_hits": sum(d in wanted for d in local_docs),
+                    "basic_hits": sum(d in wanted for d in basic_docs),
+                }
+            )
+    summary = {kind: _mean_scores(s) for kind, s in per_kind.items()}
+    summary["all"] = _mean_scores(
+        {k: [x for s in per_kind.values() for x in s[k]] for k in next(iter(per_kind.values()))}
+    )
+    return {"by_kind": summary, "examples": examples, "target_points": 10}
+
+
+def _mean_scores(scores: dict[str, list[float]]) -> dict[str, float]:
+    means = {k: round(statistics.mean(v), 4) for k, v in scores.items()}
+    means["questions"] = len(scores["local_p10"])
+    # the best precision@10 possible: most questions have fewer than 10 relevant documents
+    means["ceiling_p10"] = round(
+        statistics.mean(min(10, r) / 10 for r in scores["relevant_docs"]), 4
+    )
+    means["local_minus_basic_points"] = round(100 * (means["local_p10"] - means["basic_p10"]), 1)
+    return means
+
+
+# ==== 4. main themes ===========================================================================
+
+
+def themes(index: QueryIndex, articles: Sequence[dict[str, Any]], basic: Any) -> dict[str, Any]:
+    """Share of the 10 most frequent gold topics whose articles each answer cites."""
+    topics_of = {str(a["id"]): set(a["topics"]) for a in articles}
+    top10 = [t for t, _ in Counter(t for a in articles for t in a["topics"]).most_common(10)]
+    out: dict[str, Any] = {"question": THEMES, "top10_topics": top10}
+    for level in LEVELS:
+        result = offline_global(THEMES, index, level=level)
+        docs = {
+            index.text_units[u].document_id
+            for n in result.citations.get("Reports", [])
+            for u in index.communities[n].text_unit_ids
+            if u in index.text_units
+        }
+        out[f"global_level_{level}"] = _coverage(docs, topics_of, top10, result)
+    docs = {index.text_unit_by_hrid[i].document_id for i in basic.citations.get("Sources", [])}
+    out["basic"] = _coverage(docs, topics_of, top10, basic)
+    return out
+
+
+def _coverage(
+    docs: set[str], topics_of: dict[str, set[str]], top10: list[str], result: Any
+) -> dict[str, Any]:
+    covered = sorted({t for d in docs for t in topics_of.get(d, ()) if t in top10})
+    return {
+        "cited": {k: len(v) for k, v in result.citations.items() if v},
+        "documents_reached": len(docs),
+        "top10_topics_covered": covered,
+        "share": round(len(covered) / len(top10), 2),
+    }
+
+
+# ==== main ======================================================================================
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", nargs="?", type=Path, default=DATA)
+    parser.add_argument("--n", type=int, default=0, help="first N articles (default: all)")
+    parser.add_argument("--rebuild", action="store_true", help="rebuild the index")
+    parser.add_argument("--skip-global", action="store_true", help="skip the LLM cost runs")
+    return parser.parse_args()
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    settings = Settings().model_copy(update={"namespace": "bench-query"})
+    articles = load_articles(args.data, args.n or None)
+    snapshot, built = await prepare(settings, articles, rebuild=args.rebuild)
+    started = time.perf_counter()
+    index = QueryIndex.from_snapshot(snapshot)
+    index_ms = (time.perf_counter() - started) * 1000
+    questions = gold_questions(articles)
+    async with WeaviateStore(settings) as store:
+        deps = QueryDeps(
+            embedder=build_embedder(settings),
+            store=store,
+            prompts=PromptLibrary(settings.extraction.prompts_dir),
+            count_tokens=token_counter(settings.chunking.encoding),
+        )
+        result: dict[str, Any] = {
+            "articles": len(articles),
+            "index": {
+                **{k: v for k, v in built.items() if k != "ids_hash"},
+                "counts": snapshot.meta.counts,
+                "reports": len(snapshot.community_reports),
+                "query_index_build_ms": round(index_ms, 1),
+                "communities_per_level": dict(
+                    sorted(Counter(c.level for c in snapshot.communities).items())
+                ),
+            },
+            "questions": dict(Counter(q.kind for q in questions)),
+        }
+        result["latency"] = await latency(index, deps, questions)
+        _print_latency(result["latency"])
+        result["retrieval"] = await retrieval(index, deps, articles, questions)
+        _print_retrieval(result["retrieval"])
+        basic = await offline_basic(THEMES, index, deps)
+        result["themes"] = themes(index, articles, basic)
+        _print_themes(result["themes"])
+        if not args.skip_global:
+            result["global_cost"] = await global_cost(index, deps)
+            _print_global(result["global_cost"])
+    result["machine"] = machine()
+    result["date"] = datetime.now(UTC).isoformat(timespec="seconds")
+    return result
+
+
+def _print_latency(r: dict[str, Any]) -> None:
+    print(f"latency at {r['entities']} entities (ms):")
+    for name in ("select_entities", "context_build", "offline_local_query", "offline_basic_query"):
+        p = r[name]
+        print(f"  {name:22} p50 {p['p50_ms']:8.2f}  p95 {p['p95_ms']:8.2f}  max {p['max_ms']:8.2f}")
+    for name, p in r["context_build_phases"].items():
+        print(f"    phase {name:22} p50 {p['p50_ms']:8.2f}  p95 {p['p95_ms']:8.2f}")
+    print(f"  context tokens (mean) {r['context_tokens_mean']}")
+
+
+def _print_retrieval(r: dict[str, Any]) -> None:
+    print("retrieval precision@10 (distinct source documents carrying both labels):")
+    for kind, s in r["by_kind"].items():
+        print(
+            f"  {kind:13} n={s['questions']:3}  local {100 * s['local_p10']:5.1f}  "
+            f"basic {100 * s['basic_p10']:5.1f}  (local-basic "
+            f"{s['local_minus_basic_points']:+.1f} pts; normalised local "
+            f"{100 * s['local_p10_norm']:5.1f} basic {100 * s['basic_p10_norm']:5.1f}; "
+            f"named entity selected {100 * s['gold_entity_selected']:.0f}%; "
+            f"ceiling {100 * s['ceiling_p10']:.1f})"
+        )
+
+
+def _print_themes(r: dict[str, Any]) -> None:
+    print(f"main themes: top-10 topics {r['top10_topics']}")
+    for key in [k for k in r if k.startswith(("global", "basic"))]:
+        v = r[key]
+        print(
+            f"  {key:16} share {v['share']:.2f}  docs {v['documents_reached']:5}  "
+            f"covered {v['top10_topics_covered']}"
+        )
+
+
+def _print_global(r: dict[str, Any]) -> None:
+    print("global search cost (scripted LLM):")
+    for label, block in r.items():
+        print(f"  {label}: {block['question']}")
+        for row in block["runs"]:
+            print(
+                f"    level {row['level']} {'dynamic' if row['dynamic'] else 'plain  '}  "
+                f"calls {row['server_calls']:5} (rating {row['rating_calls']:5}, map "
+                f"{row['map_calls']:4})  prompt tok {row['prompt_tokens']:9}  "
+                f"completion tok {row['completion_tokens']:7}  cited {row['cited_reports']:3}  "
+                f"{row['seconds']:.1f} s"
+            )
+
+
+def main() -> int:
+    args = _args()
+    if not args.data.exists():
+        print(f"skipped: {args.data} not found")
+        return 0
+    result = asyncio.run(run(args))
+    RESULT.parent.mkdir(parents=True, exist_ok=True)
+    RESULT.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"written {RESULT}  ({result['machine']}, {result['date']})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
