@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +21,9 @@ from agents.community_runner import Runner
 from agents.embedder import build_embedder, entity_text, text_unit_properties, top_descriptions
 from graph.chunking import chunk_document
 from graph.community_run import JobState
-from graph.contributions import chunk_contributions
-from graph.documents import document_from_obj, document_to_obj
-from graph.graph_changes import entity_changed, relationship_changed, text_unit_added
+from graph.documents import document_from_obj
 from graph.graph_view import GraphView
-from graph.merge import EntityRows, RelationshipRows, absorb_entity, absorb_relationship
-from graph.model import Chunk
+from graph.local_merge import LocalMerger
 from graph.offline_extraction import extract_offline
 from graph.snapshot_model import Snapshot
 from kgrag.settings import Settings
@@ -38,54 +34,6 @@ from kgrag.vector_store import WeaviateStore
 BATCH = 500
 
 
-@dataclass
-class Folder:
-    """Merge state of an in-process build: one aggregate per key, document counters."""
-
-    view: GraphView
-    max_descriptions: int
-    entities: dict[str, Any]
-    relationships: dict[str, Any]
-    doc_chunks: dict[tuple[str, str], int]
-
-    def fold(self, chunk: Chunk) -> None:
-        """One chunk's extraction through the merge rules, published into the view."""
-        extraction = extract_offline(chunk)
-        self.view.apply(text_unit_added(extraction))
-        contrib = chunk_contributions(extraction)
-        chunk_id, doc_id = chunk.id, chunk.document_id
-        for c in contrib.entities:
-            rows = EntityRows(self.entities.get(c.key), None, self.doc_chunks.get((c.key, doc_id)))
-            step = absorb_entity(rows, c, max_descriptions=self.max_descriptions)
-            self.entities[c.key] = step.rows.aggregate
-            self.doc_chunks[(c.key, doc_id)] = step.rows.document_chunks or 0
-            self.view.apply(
-                entity_changed(
-                    c.key,
-                    step.rows.aggregate,
-                    chunk_id=chunk_id,
-                    document_id=doc_id,
-                    retraction=False,
-                )
-            )
-        for r in contrib.relationships:
-            step_r = absorb_relationship(
-                RelationshipRows(self.relationships.get(r.key), None),
-                r,
-                max_descriptions=self.max_descriptions,
-            )
-            self.relationships[r.key] = step_r.rows.aggregate
-            self.view.apply(
-                relationship_changed(
-                    r.key,
-                    step_r.rows.aggregate,
-                    chunk_id=chunk_id,
-                    document_id=doc_id,
-                    retraction=False,
-                )
-            )
-
-
 def load_articles(path: Path, n: int | None) -> list[dict[str, Any]]:
     with path.open(encoding="utf-8") as fh:
         articles = [json.loads(line) for line in fh if line.strip()]
@@ -94,10 +42,10 @@ def load_articles(path: Path, n: int | None) -> list[dict[str, Any]]:
 
 def build_view(articles: Sequence[dict[str, Any]], settings: Settings) -> GraphView:
     enc = get_encoding(settings.chunking.encoding)
-    folder = Folder(GraphView(), settings.extraction.max_descriptions, {}, {}, {})
+    merger = LocalMerger(max_descriptions=settings.extraction.max_descriptions)
     for a in articles:
         doc = document_from_obj(a, max_chars=settings.chunking.max_document_chars)
-        folder.view.apply(document_to_obj(doc))
+        merger.add_document(doc)
         for chunk in chunk_document(
             doc,
             encode=enc.encode_ordinary,
@@ -105,8 +53,8 @@ def build_view(articles: Sequence[dict[str, Any]], settings: Settings) -> GraphV
             size=settings.chunking.size,
             overlap=settings.chunking.overlap,
         ):
-            folder.fold(chunk)
-    return folder.view
+            merger.absorb(extract_offline(chunk))
+    return merger.view
 
 
 async def write_vectors(settings: Settings, view: GraphView) -> dict[str, int]:
