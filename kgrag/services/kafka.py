@@ -158,8 +158,7 @@ def _format_storage(settings: Settings, state: Path, config: Path) -> None:
         *_java_base(settings, state),
         "kafka.tools.StorageTool",
         "format",
-        "-t",
-        cluster_id,
+        f"--cluster-id={cluster_id}",  # "=": an id may start with "-", which argparse would misread
         "-c",
         str(config),
         "--standalone",
