@@ -25,7 +25,7 @@ from kgrag.tokenizer import get_encoding
 from streams.app import Topology
 from streams.batching import as_current, deliver, key_text
 from streams.codecs import encode_chunk_add, encode_document, encode_retraction
-from streams.dlq import dead_letter
+from streams.dlq import send_dead_letter
 
 log = logging.getLogger(__name__)
 
@@ -49,22 +49,6 @@ def register(topo: Topology) -> None:
     changes, dlq = topo.topic("graph_changes"), topo.topic("documents_dlq")
     table = topo.table("documents")
 
-    async def reject(event: Any, reason: str, pending: list[Any]) -> None:
-        msg = event.message
-        log.warning(
-            "document at %s[%d]@%d rejected: %s", msg.topic, msg.partition, msg.offset, reason
-        )
-        letter = dead_letter(
-            reason=reason,
-            stage="chunker",
-            topic=msg.topic,
-            partition=msg.partition,
-            offset=msg.offset,
-            key=event.key,
-            value=event.value,
-        )
-        pending.append(await dlq.send(key=event.key, value=letter))
-
     @topo.app.agent(documents, name=f"{topo.settings.namespace}.chunker")
     async def chunker(stream: Any) -> None:
         async for batch in stream.take_events(100, within=0.5):
@@ -74,7 +58,9 @@ def register(topo: Topology) -> None:
                 try:
                     doc = parse_document(event.value, max_chars=max_chars)
                 except InvalidDocumentError as e:
-                    await reject(event, str(e), pending)
+                    pending.append(
+                        await send_dead_letter(dlq, event, reason=str(e), stage="chunker")
+                    )
                     continue
                 if key_text(event.key) != doc.id:
                     pending.append(await documents.send(key=doc.id, value=event.value))

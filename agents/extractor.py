@@ -35,7 +35,7 @@ from streams.codecs import (
     encode_extraction,
     encode_retraction,
 )
-from streams.dlq import dead_letter
+from streams.dlq import send_dead_letter
 
 log = logging.getLogger(__name__)
 
@@ -113,18 +113,7 @@ def register(topo: Topology) -> None:
                     value = encode_extraction(outcome)
                     pending.append(await extractions.send(key=event.key, value=value))
                     continue
-                msg = event.message
-                log.warning(
-                    "chunk at %s[%d]@%d failed: %s", msg.topic, msg.partition, msg.offset, outcome
+                pending.append(
+                    await send_dead_letter(dlq, event, reason=outcome, stage="extractor")
                 )
-                letter = dead_letter(
-                    reason=outcome,
-                    stage="extractor",
-                    topic=msg.topic,
-                    partition=msg.partition,
-                    offset=msg.offset,
-                    key=event.key,
-                    value=event.value,
-                )
-                pending.append(await dlq.send(key=event.key, value=letter))
             await deliver(pending)

@@ -59,7 +59,7 @@ from streams.codecs import (
     encode_item,
     encode_item_retraction,
 )
-from streams.dlq import dead_letter
+from streams.dlq import send_dead_letter
 
 log = logging.getLogger(__name__)
 
@@ -103,17 +103,9 @@ def register_rekeyer(topo: Topology) -> None:
                 try:
                     item = decode_extraction_event(event.value)
                 except PayloadError as e:
-                    msg = event.message
-                    letter = dead_letter(
-                        reason=str(e),
-                        stage="rekeyer",
-                        topic=msg.topic,
-                        partition=msg.partition,
-                        offset=msg.offset,
-                        key=event.key,
-                        value=event.value,
+                    pending.append(
+                        await send_dead_letter(dlq, event, reason=str(e), stage="rekeyer")
                     )
-                    pending.append(await dlq.send(key=event.key, value=letter))
                     continue
                 chunk_id = (
                     item.chunk_id if not isinstance(item, ChunkExtraction) else (item.chunk.id)
@@ -286,17 +278,11 @@ def register_merger(topo: Topology, spec: MergeKind) -> None:
                     item = decode_item(event.value, spec.kind)
                     change = _merge_one(cache, event, spec, item, max_descriptions)
                 except PayloadError as e:
-                    msg = event.message
-                    letter = dead_letter(
-                        reason=str(e),
-                        stage=f"{spec.kind}-merger",
-                        topic=msg.topic,
-                        partition=msg.partition,
-                        offset=msg.offset,
-                        key=event.key,
-                        value=event.value,
+                    pending.append(
+                        await send_dead_letter(
+                            dlq, event, reason=str(e), stage=f"{spec.kind}-merger"
+                        )
                     )
-                    pending.append(await dlq.send(key=event.key, value=letter))
                     continue
                 if change is not None:
                     pending.append(await changes.send(key=item.key, value=encode_change(change)))

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import base64
+import logging
 import time
 from typing import Any
 
 from streams.records import DeadLetter
+
+log = logging.getLogger(__name__)
 
 # A dead letter must always fit in a message, even for an oversized payload; the original
 # is still in the source topic at the recorded partition and offset.
@@ -57,3 +60,28 @@ def dead_letter(
         payload_bytes=size,
         payload_truncated=truncated,
     )
+
+
+async def send_dead_letter(dlq: Any, event: Any, *, reason: str, stage: str) -> Any:
+    """Log why ``event`` cannot be processed and send it to ``dlq``; returns the pending
+    delivery, which the caller awaits with the rest of its batch (``streams.batching``)."""
+    msg = event.message
+    log.warning(
+        "%s: %s[%d]@%d sent to %s: %s",
+        stage,
+        msg.topic,
+        msg.partition,
+        msg.offset,
+        getattr(dlq, "get_topic_name", lambda: "dead letters")(),
+        reason,
+    )
+    letter = dead_letter(
+        reason=reason,
+        stage=stage,
+        topic=msg.topic,
+        partition=msg.partition,
+        offset=msg.offset,
+        key=event.key,
+        value=event.value,
+    )
+    return await dlq.send(key=event.key, value=letter)

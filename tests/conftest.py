@@ -66,8 +66,8 @@ def service_endpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
         }
         return
     if mode in ("auto", "docker") and _docker_engine():
-        from testcontainers.community.kafka import KafkaContainer  # type: ignore[import-not-found]
-        from testcontainers.community.weaviate import WeaviateContainer  # type: ignore
+        from testcontainers.community.kafka import KafkaContainer
+        from testcontainers.community.weaviate import WeaviateContainer
 
         with KafkaContainer().with_kraft() as kafka, WeaviateContainer() as wv:
             host = wv.get_container_host_ip()

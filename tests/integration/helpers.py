@@ -6,7 +6,8 @@ import asyncio
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -99,38 +100,6 @@ async def eventually(
             return
         await asyncio.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
-async def fold_graph(settings: Settings, *, settle: float = 5.0, timeout: float = 120.0) -> Any:
-    """Fold ``graph-changes`` from the start into a GraphView, until quiet for ``settle`` s."""
-    from graph.graph_view import GraphView
-    from streams.codecs import decode_graph_change
-
-    view = GraphView()
-    consumer = AIOKafkaConsumer(
-        settings.topic("graph_changes"),
-        bootstrap_servers=settings.kafka.bootstrap_servers,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        group_id=None,
-    )
-    await consumer.start()
-    deadline = time.monotonic() + timeout
-    quiet_since = time.monotonic()
-    try:
-        while time.monotonic() < deadline:
-            batch = await consumer.getmany(timeout_ms=500)
-            got = sum(len(m) for m in batch.values())
-            for msgs in batch.values():
-                for m in msgs:
-                    view.apply(decode_graph_change(m.value))
-            if got:
-                quiet_since = time.monotonic()
-            elif time.monotonic() - quiet_since >= settle:
-                break
-    finally:
-        await consumer.stop()
-    return view
 
 
 def graph_summary(view: Any) -> dict[str, tuple[int, int]]:
@@ -278,7 +247,7 @@ async def fold_until(
 ) -> Any:
     """Fold ``graph-changes`` from the start until ``done(view)`` holds, no change has arrived
     for ``settle`` seconds and (with ``caught_up``) the worker group has committed every
-    message of every topic it consumes. Unlike ``fold_graph``, a worker that is idle only
+    message of every topic it consumes, so a worker that is idle only
     because it is waiting (for a dead member's session to time out, a rebalance, a table
     recovery) is not mistaken for a finished one."""
     from graph.graph_view import GraphView
@@ -394,3 +363,17 @@ async def read_all(settings: Settings, topic: str) -> list[tuple[bytes | None, b
     finally:
         await consumer.stop()
     return out
+
+
+@contextmanager
+def running_worker(settings: Settings, log_dir: Path) -> Iterator[WorkerProcess]:
+    """A worker for one test module's namespace: topics created first, removed after."""
+    from streams.admin import delete_namespace_topics, ensure_topics
+
+    asyncio.run(ensure_topics(settings))
+    worker = WorkerProcess(settings, log_dir / "worker.log").start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        asyncio.run(delete_namespace_topics(settings))

@@ -3,7 +3,6 @@ correction."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,9 +11,8 @@ import pytest
 
 from kgrag.publish import publish
 from kgrag.settings import Settings
-from streams.admin import delete_namespace_topics, ensure_topics
 from tests.conftest import make_settings
-from tests.integration.helpers import WorkerProcess, fold_until, graph_summary
+from tests.integration.helpers import WorkerProcess, fold_until, graph_summary, running_worker
 
 ARTICLES = [
     (
@@ -67,11 +65,8 @@ def settings(
 
 @pytest.fixture(scope="module")
 def worker(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    asyncio.run(ensure_topics(settings))
-    w = WorkerProcess(settings, tmp_path_factory.mktemp("logs") / "worker.log").start()
-    yield w
-    w.stop()
-    asyncio.run(delete_namespace_topics(settings))
+    with running_worker(settings, tmp_path_factory.mktemp("logs")) as w:
+        yield w
 
 
 async def test_articles_merge_into_one_graph_and_republishing_changes_nothing(

@@ -13,9 +13,14 @@ from kgrag.publish import publish
 from kgrag.settings import Settings
 from kgrag.vector_store import WeaviateStore
 from query.basic import search_text_units
-from streams.admin import delete_namespace_topics, ensure_topics
 from tests.conftest import make_settings
-from tests.integration.helpers import WorkerProcess, eventually, produce_raw, read_topic
+from tests.integration.helpers import (
+    WorkerProcess,
+    eventually,
+    produce_raw,
+    read_topic,
+    running_worker,
+)
 
 TOPICS = [
     "harbour",
@@ -73,13 +78,8 @@ def settings(
 
 @pytest.fixture(scope="module")
 def worker(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    import asyncio
-
-    asyncio.run(ensure_topics(settings))
-    w = WorkerProcess(settings, tmp_path_factory.mktemp("logs") / "worker.log").start()
-    yield w
-    w.stop()
-    asyncio.run(delete_namespace_topics(settings))
+    with running_worker(settings, tmp_path_factory.mktemp("logs")) as w:
+        yield w
 
 
 @pytest.fixture
