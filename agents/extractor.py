@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -85,35 +86,94 @@ async def _extract_or_reason(extract: Extract, chunk: Chunk) -> ChunkExtraction 
         return f"LLM failed after retries: {e}"
 
 
+Outcome = bytes | str  # the extraction (or retraction) to send, or a dead-letter reason
+
+
+async def _outcome(extract: Extract, raw: bytes) -> Outcome:
+    """What one chunk event becomes; never raises, so the window cannot wedge on a bug."""
+    try:
+        item = decode_chunk_event(raw)
+    except PayloadError as e:
+        return str(e)
+    if isinstance(item, Retraction):
+        return encode_retraction(item.chunk_id, item.document_id)
+    try:
+        result = await _extract_or_reason(extract, item)
+    except Exception as e:  # a bug must not stall the stream: dead-letter it, loudly
+        log.exception("extractor failed on chunk %s", item.id)
+        return f"unexpected extractor error: {type(e).__name__}: {e}"
+    return encode_extraction(result) if isinstance(result, ChunkExtraction) else result
+
+
+class Window:
+    """A rolling window of chunks in flight, results sent in input order.
+
+    Batches that wait for their slowest chunk leave the LLM idle at every batch boundary;
+    here a new chunk starts as soon as one finishes, up to ``size`` in flight. Ordering and
+    at-least-once still hold: results leave in input order, and an event is acked (its offset
+    may be committed) only after its result is delivered. ``take_events`` acks each batch as
+    soon as the loop asks for the next one, so every event gets an extra reference
+    (``message.incref``) that only the drainer releases.
+    """
+
+    def __init__(self, stream: Any, size: int, send: Any) -> None:
+        self.stream, self.send = stream, send
+        self.slots = asyncio.Semaphore(size)
+        self.inflight: deque[tuple[Any, asyncio.Future[Outcome]]] = deque()
+        self.changed = asyncio.Event()
+
+    async def admit(
+        self, event: Any, work: Awaitable[Outcome], drainer: asyncio.Task[None]
+    ) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self.slots.acquire(), timeout=1.0)
+                break
+            except TimeoutError:
+                if drainer.done():
+                    drainer.result()  # re-raise what stopped the drainer
+        event.message.incref()
+        self.inflight.append((event, asyncio.ensure_future(work)))
+        self.changed.set()
+
+    async def drain(self) -> None:
+        while True:
+            while not self.inflight:
+                self.changed.clear()
+                await self.changed.wait()
+            await asyncio.wait([self.inflight[0][1]])
+            ready: list[tuple[Any, asyncio.Future[Outcome]]] = []
+            while self.inflight and self.inflight[0][1].done() and len(ready) < 256:
+                ready.append(self.inflight.popleft())
+            pending = [await self.send(event, fut.result()) for event, fut in ready]
+            await deliver(pending)
+            for event, _ in ready:
+                await self.stream.ack(event)
+                self.slots.release()
+
+
 def register(topo: Topology) -> None:
     extract = build_extractor(topo.settings)
     extractions, dlq = topo.topic("extractions"), topo.topic("extractions_dlq")
-    batch_size = topo.settings.extraction.batch_size
+    cfg = topo.settings
+    size = (
+        cfg.extraction.batch_size
+        if cfg.llm.offline
+        else max(cfg.extraction.batch_size, 4 * cfg.llm.concurrency)
+    )
+
+    async def send(event: Any, outcome: Outcome) -> Any:
+        if isinstance(outcome, bytes):
+            return await extractions.send(key=event.key, value=outcome)
+        return await send_dead_letter(dlq, event, reason=outcome, stage="extractor")
 
     @topo.app.agent(topo.topic("chunks"), name=f"{topo.settings.namespace}.extractor")
     async def extractor(stream: Any) -> None:
-        async for batch in stream.take_events(batch_size, within=0.5):
-            items: list[tuple[Any, Chunk | Retraction | str]] = []
-            for event in batch:
-                try:
-                    items.append((event, decode_chunk_event(event.value)))
-                except PayloadError as e:
-                    items.append((event, str(e)))
-            chunks = [item for _, item in items if isinstance(item, Chunk)]
-            results = await asyncio.gather(*(_extract_or_reason(extract, c) for c in chunks))
-            by_chunk = dict(zip((c.id for c in chunks), results, strict=True))
-            pending: list[Any] = []
-            for event, item in items:
-                if isinstance(item, Retraction):
-                    value = encode_retraction(item.chunk_id, item.document_id)
-                    pending.append(await extractions.send(key=event.key, value=value))
-                    continue
-                outcome = by_chunk[item.id] if isinstance(item, Chunk) else item
-                if isinstance(outcome, ChunkExtraction):
-                    value = encode_extraction(outcome)
-                    pending.append(await extractions.send(key=event.key, value=value))
-                    continue
-                pending.append(
-                    await send_dead_letter(dlq, event, reason=outcome, stage="extractor")
-                )
-            await deliver(pending)
+        window = Window(stream, size, send)
+        drainer = asyncio.ensure_future(window.drain())
+        try:
+            async for batch in stream.take_events(size, within=0.2):
+                for event in batch:
+                    await window.admit(event, _outcome(extract, event.value), drainer)
+        finally:
+            drainer.cancel()
