@@ -77,3 +77,14 @@ def test_worker_points_at_the_compose_services(compose: dict[str, Any]) -> None:
     internal = compose["services"]["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
     assert env["KGRAG_KAFKA__BOOTSTRAP_SERVERS"].split("//")[-1] in internal
     assert env["KGRAG_WEAVIATE__URL"].endswith(":18080")
+
+
+def test_the_query_service_shares_the_worker_settings_and_data(
+    compose: dict[str, Any], defaults: Settings
+) -> None:
+    api, worker = compose["services"]["api"], compose["services"]["worker"]
+    assert api["environment"] == worker["environment"]
+    assert api["volumes"] == worker["volumes"]
+    port = defaults.api.port
+    assert f"127.0.0.1:{port}:{port}" in api["ports"]
+    assert "api" in api["command"] and str(port) in api["command"]
