@@ -206,6 +206,14 @@ class RowCache:
         self.events[(table, key)] = event
 
     def flush(self) -> None:
+        """Write the batch's rows, one table row at a time.
+
+        Known hazard (issue 3): these writes are not atomic. A kill -9 between a key's
+        aggregate row and its contribution row leaves an aggregate that counts a chunk whose
+        contribution row is missing, and the redelivered item is then applied twice (the
+        flaky `chaos` crash test). The fix is to make one flush atomic, or to let the rows
+        carry the aggregate version they belong to so a redelivery can tell what landed.
+        """
         for (table, key), event in self.events.items():
             value = self.rows[(table, key)]
             with as_current(event):
