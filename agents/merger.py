@@ -8,8 +8,9 @@
    ``graph.merge`` and publishes the row as it is after the write on ``graph-changes``.
 
 Rows are written only after the batch's outputs are delivered (``streams.batching``); a
-redelivered item finds its contribution already absorbed and changes nothing, but its rows
-are rewritten so the changelog always holds what the local store holds.
+redelivered item finds its contribution already absorbed and changes nothing. Rows carry the
+aggregate version they belong to, so a redelivery after a crash in the middle of writing a
+batch's rows can tell which of them landed (``RowCache.flush``).
 """
 
 from __future__ import annotations
@@ -206,21 +207,50 @@ class RowCache:
         self.events[(table, key)] = event
 
     def flush(self) -> None:
-        """Write the batch's rows, one table row at a time.
+        """Write the batch's rows: contributions first, then aggregates, then counters.
 
-        Known hazard (issue 3): these writes are not atomic. A kill -9 between a key's
-        aggregate row and its contribution row leaves an aggregate that counts a chunk whose
-        contribution row is missing, and the redelivered item is then applied twice (the
-        flaky `chaos` crash test). The fix is to make one flush atomic, or to let the rows
-        carry the aggregate version they belong to so a redelivery can tell what landed.
+        The writes are not atomic, so their order and the versions they carry make a crash in
+        between recoverable (see ``_merge_one``): a contribution row records the version the
+        aggregate reached when it absorbed that contribution, and a document counter the
+        version it belongs to. A redelivered item whose contribution is stored but whose
+        aggregate is older than that version is applied again (the aggregate write was
+        lost); a counter older than its contribution is brought up to date.
+        Known gap: a retraction interrupted between its contribution delete and its
+        aggregate write is not recovered (it would need tombstones).
         """
-        for (table, key), event in self.events.items():
+        order = sorted(self.events.items(), key=lambda kv: _FLUSH_RANK.get(kv[0][0], 1))
+        for (table, key), event in order:
             value = self.rows[(table, key)]
             with as_current(event):
                 if value is None:
                     self.topo.table(table).pop(key, None)
                 else:
                     self.topo.table(table)[key] = value
+
+
+_FLUSH_RANK = {
+    "entity_contributions": 0,
+    "relationship_contributions": 0,
+    "claim_contributions": 0,
+    "entity_documents": 2,
+}
+
+
+def _version(aggregate: Any) -> int:
+    return int(aggregate.version) if aggregate is not None else -1
+
+
+def _contribution_row(row: Any) -> tuple[Any, int]:
+    """(contribution dict, aggregate version it produced) of a stored row."""
+    if not row:
+        return None, -1
+    return row.get("c"), int(row.get("v", -1))
+
+
+def _counter_row(row: Any) -> tuple[int | None, int]:
+    if not row:
+        return None, -1
+    return int(row["n"]), int(row.get("v", -1))
 
 
 def _merge_one(
@@ -230,18 +260,29 @@ def _merge_one(
     key, chunk_id, doc_id = item.key, item.chunk_id, item.document_id
     agg_raw = cache.get(event, spec.aggregate_table, key)
     ckey = contribution_key(key, chunk_id)
-    contrib_raw = cache.get(event, spec.contribution_table, ckey)
+    stored_raw, stored_v = _contribution_row(cache.get(event, spec.contribution_table, ckey))
     aggregate = spec.decode_aggregate(agg_raw) if agg_raw else None
-    stored = spec.decode_contribution(contrib_raw) if contrib_raw else None
+    stored = spec.decode_contribution(stored_raw) if stored_raw else None
+    lost_aggregate = (
+        not retraction and stored is not None and stored == item and _version(aggregate) < stored_v
+    )
+    if lost_aggregate:
+        log.warning(
+            "%s %s: re-applying chunk %s, its aggregate write was lost", spec.kind, key, chunk_id
+        )
+        stored = None  # the aggregate never absorbed it: apply it again
+    counter_key = document_key(key, doc_id)
     if spec.kind == "entity":
-        dkey = document_key(key, doc_id)
-        rows: Any = EntityRows(aggregate, stored, cache.get(event, "entity_documents", dkey))
+        count, count_v = _counter_row(cache.get(event, "entity_documents", counter_key))
+        if not retraction and not lost_aggregate and stored == item and count_v < stored_v:
+            count = (count or 0) + 1  # the aggregate landed, this counter's write did not
+            cache.put(event, "entity_documents", counter_key, {"n": count, "v": stored_v})
+        rows: Any = EntityRows(aggregate, stored, count)
         step: Any = (
             release_entity(rows)
             if retraction
             else absorb_entity(rows, item, max_descriptions=max_descriptions)
         )
-        cache.put(event, "entity_documents", dkey, step.rows.document_chunks)
     elif spec.kind == "relationship":
         rows = RelationshipRows(aggregate, stored)
         step = (
@@ -252,7 +293,10 @@ def _merge_one(
     else:
         rows = ClaimRows(aggregate, stored)
         step = release_claims(rows) if retraction else absorb_claims(rows, item)
+    if not step.changed:
+        return None
     after = step.rows.aggregate
+    version = _version(after) if after is not None else _version(aggregate) + 1
     cache.put(
         event,
         spec.aggregate_table,
@@ -264,10 +308,13 @@ def _merge_one(
         event,
         spec.contribution_table,
         ckey,
-        spec.encode_contribution(contribution) if contribution is not None else None,
+        {"c": spec.encode_contribution(contribution), "v": version}
+        if contribution is not None
+        else None,
     )
-    if not step.changed:
-        return None
+    if spec.kind == "entity":
+        n = step.rows.document_chunks
+        cache.put(event, "entity_documents", counter_key, {"n": n, "v": version} if n else None)
     return spec.changed(key, after, chunk_id=chunk_id, document_id=doc_id, retraction=retraction)
 
 
