@@ -6,8 +6,10 @@ Builds (or reuses) an offline index of the articles in-process (``bench/query_in
 chunk, extract offline, merge, community job, hashing-embedder vectors in Weaviate under the
 ``bench-query`` namespace), then measures:
 
-* **latency** of local-context building (``query.context.build_local_context``, pure) and of
-  a whole offline local query (embedding + Weaviate entity search + context + the extractive
+* **latency** of local-context building (``query.context.build_local_context``, pure), of
+  the one filtered Weaviate search giving the candidate text units' distances to the question
+  (``query.context.text_unit_distances``, which orders the Sources) and of a whole offline
+  local query (embedding + Weaviate entity and text-unit searches + context + the extractive
   answer), p50/p95 over the gold questions below (target: context p95 <= 100 ms);
 * **global search cost** per community level (0, 1, 2), plain map-reduce and with dynamic
   community selection (``DynamicConfig(max_level=level)``), against the scripted
@@ -15,7 +17,8 @@ chunk, extract offline, merge, community job, hashing-embedder vectors in Weavia
   server's log, tokens from the results;
 * **retrieval quality**: questions built from the gold labels, "What happened involving
   <person> in <topic>?" (and the same for organisations), scored by precision@10 of distinct
-  source documents carrying both labels: the Sources of local search's context against basic
+  source documents carrying both labels: the Sources of local search's context
+  (``query.context.local_context``, as local search builds it) against basic
   vector search over text units with the same embedder (target: local >= basic + 10 points);
 * **the paper's claim, offline**: for "What are the main themes of these articles?", the
   share of the index's 10 most frequent gold topics whose articles the answer cites (cited
@@ -54,7 +57,13 @@ from kgrag.testing.scripted_llm import ScriptedLLMServer
 from kgrag.vector_store import WeaviateStore
 from prompts import PromptLibrary
 from query.basic_search import BasicSearchConfig, basic_context
-from query.context import LocalContextConfig, build_local_context, select_entities
+from query.context import (
+    LocalContextConfig,
+    build_local_context,
+    local_context,
+    select_entities,
+    text_unit_distances,
+)
 from query.deps import QueryDeps
 from query.dynamic import DynamicConfig
 from query.global_search import GlobalSearchConfig, global_search
@@ -218,6 +227,7 @@ async def latency(
     for q in questions[:5]:  # warm-up: connections, tokenizer, caches
         await offline_local(q.text, index, deps, config=config)
     select: list[float] = []
+    distances_ms: list[float] = []
     build: list[float] = []
     whole: list[float] = []
     basic: list[float] = []
@@ -236,19 +246,35 @@ async def latency(
             )
         )
         select.append(ms)
+        [vector] = await deps.embedder.embed([q.text])
+        distances, ms = await timed(
+            partial(
+                text_unit_distances,
+                vector,
+                keys,
+                index=index,
+                store=deps.store,
+                window=window,
+                limit=config.question_ranked_units,
+            )
+        )
+        distances_ms.append(ms)
         started = time.perf_counter()
-        ctx = build_local_context(index, keys, config=config, count_tokens=deps.count_tokens)
+        ctx = build_local_context(
+            index, keys, config=config, count_tokens=deps.count_tokens, unit_distances=distances
+        )
         build.append((time.perf_counter() - started) * 1000)
         tokens.append(sum(ctx.tokens.values()))
         _, ms = await timed(partial(offline_local, q.text, index, deps, config=config))
         whole.append(ms)
         _, ms = await timed(partial(offline_basic, q.text, index, deps))
         basic.append(ms)
-        for name, ms_phase in context_phases(index, keys, config, deps).items():
+        for name, ms_phase in context_phases(index, keys, config, deps, distances).items():
             phases[name].append(ms_phase)
     return {
         "entities": len(index.entities),
         "select_entities": percentiles(select),
+        "text_unit_distances": percentiles(distances_ms),
         "context_build": percentiles(build),
         "context_build_phases": {k: percentiles(v) for k, v in phases.items()},
         "offline_local_query": percentiles(whole),
@@ -259,7 +285,11 @@ async def latency(
 
 
 def context_phases(
-    index: QueryIndex, keys: Sequence[str], config: LocalContextConfig, deps: QueryDeps
+    index: QueryIndex,
+    keys: Sequence[str],
+    config: LocalContextConfig,
+    deps: QueryDeps,
+    distances: dict[str, float],
 ) -> dict[str, float]:
     """Where context building spends its time: the same steps as ``build_local_context``."""
     from query.context import _Builder
@@ -273,7 +303,7 @@ def context_phases(
     local = builder.local_section(keys, local_budget)
     out["entities_relationships"], t = (time.perf_counter() - t) * 1000, time.perf_counter()
     rel_ids = next((tb.ids for tb in local if tb.name == "Relationships"), [])
-    builder.sources(keys, rel_ids, source_budget)
+    builder.sources(keys, rel_ids, source_budget, distances)
     out["sources"] = (time.perf_counter() - t) * 1000
     return out
 
@@ -354,15 +384,15 @@ async def retrieval(
     examples: list[dict[str, Any]] = []
     for q in questions:
         wanted = relevant_documents(articles, q)
-        (keys, _) = await select_entities(
+        ctx = await local_context(
             q.text,
             index=index,
             embedder=deps.embedder,
             store=deps.store,
             config=config,
-            window=TimeWindow(),
+            count_tokens=deps.count_tokens,
         )
-        ctx = build_local_context(index, keys, config=config, count_tokens=deps.count_tokens)
+        keys = ctx.entity_keys
         local_docs = first_documents(index, ctx.ids["Sources"])
         basic = await basic_context(q.text, index, deps, config=basic_config, window=TimeWindow())
         basic_docs = first_documents(index, basic.table.ids)
@@ -494,7 +524,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def _print_latency(r: dict[str, Any]) -> None:
     print(f"latency at {r['entities']} entities (ms):")
-    for name in ("select_entities", "context_build", "offline_local_query", "offline_basic_query"):
+    for name in (
+        "select_entities",
+        "text_unit_distances",
+        "context_build",
+        "offline_local_query",
+        "offline_basic_query",
+    ):
         p = r[name]
         print(f"  {name:22} p50 {p['p50_ms']:8.2f}  p95 {p['p95_ms']:8.2f}  max {p['max_ms']:8.2f}")
     for name, p in r["context_build_phases"].items():

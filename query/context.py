@@ -11,13 +11,20 @@ entity brings its relationships (``top_k_relationships`` per entity) and claims,
 section stops at the last entity whose tables still fit, so the first entities arrive with
 their relationships rather than ten entities with none.
 
+The Sources section takes the selected entities' text units in ``query.ranking``'s order:
+by entity rank, as in GraphRAG, and within one entity's units the nearest to the question
+first. ``local_context`` embeds the question once, for entity selection and for that order,
+and asks the vector store once for the distances of the candidate text units (one search
+filtered to their ids, at most ``question_ranked_units`` of them in entity-rank order, not one
+call per unit); ``build_local_context`` stays pure and takes those distances as an argument.
+
 ``LocalContext.ids`` records exactly which record ids of each dataset the tables hold: the
 citation check accepts those and nothing else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -29,7 +36,13 @@ from query.entity_names import named_entities
 from query.errors import EmptyQuestionError
 from query.history import HistoryTurn, history_table
 from query.index import QueryIndex
-from query.ranking import claims_of, rank_relationships, rank_reports, rank_text_units
+from query.ranking import (
+    claims_of,
+    rank_relationships,
+    rank_reports,
+    rank_text_units,
+    text_unit_candidates,
+)
 from query.tables import RowCache, Table, TokenCounter, join_tables
 from query.time_window import TimeWindow
 
@@ -55,6 +68,7 @@ class LocalContextConfig:
     include_claims: bool = True
     history_max_tokens: int = 2_000
     history_max_turns: int = 5
+    question_ranked_units: int = 1_000  # candidate text units given a distance (0: none)
 
     def __post_init__(self) -> None:
         props = (self.text_unit_prop, self.community_prop)
@@ -91,13 +105,16 @@ async def select_entities(
     store: VectorStore,
     config: LocalContextConfig,
     window: TimeWindow,
+    vector: list[float] | None = None,
 ) -> tuple[list[str], int]:
     """The entities the question names (``query.entity_names``), then those nearest to it,
     and how many vector hits were skipped because the snapshot does not hold them (Weaviate
-    may run ahead of the latest snapshot)."""
+    may run ahead of the latest snapshot). ``vector`` is the question's embedding when the
+    caller already has it."""
     if not question.strip():
         raise EmptyQuestionError("the question is empty")
-    [vector] = await embedder.embed([question])
+    if vector is None:
+        [vector] = await embedder.embed([question])
     hits = await store.search("entity", vector, config.top_k_entities * config.oversample)
     named = named_entities(
         question,
@@ -115,6 +132,28 @@ async def select_entities(
         ):
             chosen.append(hit.key)
     return chosen[: config.top_k_entities], skipped
+
+
+async def text_unit_distances(
+    vector: list[float],
+    selected: Sequence[str],
+    *,
+    index: QueryIndex,
+    store: VectorStore,
+    window: TimeWindow,
+    limit: int = 1_000,
+) -> dict[str, float]:
+    """Distance from the question to the text units of the selected entities in the window
+    (the first ``limit`` in entity-rank order), by one vector search filtered to those units'
+    ids. Units the store does not hold (it may lag the snapshot) are absent; hits outside the
+    candidates (a store that ignores the filter) are dropped."""
+    keys = [k for k in dict.fromkeys(selected) if k in index.entities]
+    candidates = list(text_unit_candidates(index, keys, window))[: max(0, limit)]
+    if not candidates:
+        return {}
+    hits = await store.search("text_unit", vector, len(candidates), {"key": candidates})
+    wanted = set(candidates)
+    return {h.key: h.distance for h in hits if h.key in wanted}
 
 
 Row = tuple[int, str, int]  # (record id, rendered line, token cost)
@@ -199,11 +238,17 @@ class _Builder:
             table.try_add(r.community, (r.title, content or r.summary), budget)
         return table
 
-    def sources(self, selected: Sequence[str], rel_ids: Sequence[int], budget: int) -> Table:
+    def sources(
+        self,
+        selected: Sequence[str],
+        rel_ids: Sequence[int],
+        budget: int,
+        distances: Mapping[str, float] | None = None,
+    ) -> Table:
         ix = self.index
         rels = [ix.relationship_by_hrid[i] for i in rel_ids]
         table = Table("Sources", SOURCE_HEADER, self.count)
-        for key in rank_text_units(ix, selected, rels, self.window):
+        for key in rank_text_units(ix, selected, rels, self.window, distances):
             u = ix.text_units[key]
             # The text's own token count bounds the row's from below (give or take the tokens
             # a join merges): a unit that cannot fit is skipped without being tokenized, which
@@ -234,8 +279,11 @@ def build_local_context(
     window: TimeWindow | None = None,
     history: Sequence[HistoryTurn] = (),
     skipped_hits: int = 0,
+    unit_distances: Mapping[str, float] | None = None,
 ) -> LocalContext:
-    """The context tables for already selected entities (pure: no I/O)."""
+    """The context tables for already selected entities (pure: no I/O). ``unit_distances``
+    (text unit id -> distance to the question, see ``text_unit_distances``) orders each
+    selected entity's text units in the Sources; without it they keep GraphRAG's order."""
     window = window or TimeWindow()
     keys = [k for k in dict.fromkeys(selected) if k in index.entities]
     builder = _Builder(index, config, count_tokens, window)
@@ -243,7 +291,7 @@ def build_local_context(
     reports = builder.reports(keys, report_budget)
     local = builder.local_section(keys, local_budget)
     rel_ids = next((t.ids for t in local if t.name == "Relationships"), [])
-    sources = builder.sources(keys, rel_ids, source_budget)
+    sources = builder.sources(keys, rel_ids, source_budget, unit_distances)
     tables = [reports, *local, sources]
     ids = {name: () for name in DATASETS} | {t.name: tuple(t.ids) for t in tables}
     conversation = history_table(
@@ -277,10 +325,28 @@ async def local_context(
     window: TimeWindow | None = None,
     history: Sequence[HistoryTurn] = (),
 ) -> LocalContext:
-    """Select the question's entities, then build their context."""
+    """Select the question's entities, then build their context, each entity's text units
+    nearest to the question first (one embedding, two vector searches)."""
     window = window or TimeWindow()
+    if not question.strip():
+        raise EmptyQuestionError("the question is empty")
+    [vector] = await embedder.embed([question])
     keys, skipped = await select_entities(
-        question, index=index, embedder=embedder, store=store, config=config, window=window
+        question,
+        index=index,
+        embedder=embedder,
+        store=store,
+        config=config,
+        window=window,
+        vector=vector,
+    )
+    distances = await text_unit_distances(
+        vector,
+        keys,
+        index=index,
+        store=store,
+        window=window,
+        limit=config.question_ranked_units,
     )
     return build_local_context(
         index,
@@ -290,4 +356,5 @@ async def local_context(
         window=window,
         history=history,
         skipped_hits=skipped,
+        unit_distances=distances,
     )

@@ -2,16 +2,29 @@
 
 GraphRAG's local search order: relationships between the selected entities ("in-network")
 come first, by combined degree; then relationships to outside entities, those linked to more
-of the selected entities first, then by combined degree. Text units that mention more of the
-selected entities come first, then those carrying more of the context's relationships.
+of the selected entities first, then by combined degree.
+
+Text units (the Sources table) follow the selected entities: those of the first selected
+entity first, as in GraphRAG, where the units of each entity in rank order are then sorted by
+how many of the context's relationships they carry. That second key takes no account of the
+question, so of the many articles naming a well-known entity it shows those about anything
+at all (asked about Balladur and consumer prices, articles on the Paris bourse reform as
+readily as those on inflation). Here the question breaks that order: among the units of one
+entity, the nearest to the question come first (``distances``: the question's embedding
+against the text units' vectors, from one vector search filtered to the candidate units, see
+``query.context.text_unit_distances``), then those carrying more of the context's
+relationships. A unit without a distance (the vector store may lag the snapshot, or the
+context was built without a question) follows those with one, in GraphRAG's order.
+
 Reports of the selected entities' communities come first when they hold more of them.
 All orders end in the record's id, so equal inputs always give the same context.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from graph.snapshot_model import SnapshotClaim, SnapshotRelationship, SnapshotReport
 from query.index import QueryIndex
@@ -73,29 +86,40 @@ def claims_of(
     return out
 
 
+def text_unit_candidates(
+    index: QueryIndex, selected: Sequence[str], window: TimeWindow
+) -> dict[str, int]:
+    """Text units of the selected entities in the window, each with the rank of the first
+    selected entity that has it; in that order."""
+    first_entity: dict[str, int] = {}
+    for order, key in enumerate(selected):
+        for u in index.text_units_by_entity.get(key, ()):
+            if u not in first_entity and window.contains(index.unit_dates.get(u)):
+                first_entity[u] = order
+    return first_entity
+
+
 def rank_text_units(
     index: QueryIndex,
     selected: Sequence[str],
     relationships: Sequence[SnapshotRelationship],
     window: TimeWindow,
+    distances: Mapping[str, float] | None = None,
 ) -> list[str]:
-    """Text units of the selected entities, most selected entities mentioned first."""
-    first_entity: dict[str, int] = {}
-    mentions: Counter[str] = Counter()
-    for order, key in enumerate(selected):
-        for u in index.text_units_by_entity.get(key, ()):
-            if window.contains(index.unit_dates.get(u)):
-                first_entity.setdefault(u, order)
-                mentions[u] += 1
+    """Text units of the selected entities: by the rank of their first selected entity, then
+    nearest to the question (``distances``: text unit id -> distance to the question), then
+    carrying most of the context's relationships."""
+    distances = distances or {}
+    first_entity = text_unit_candidates(index, selected, window)
     carried: Counter[str] = Counter(
         u for r in relationships for u in set(r.text_unit_ids) if u in first_entity
     )
     return sorted(
         first_entity,
         key=lambda u: (
-            -mentions[u],
-            -carried[u],
             first_entity[u],
+            distances.get(u, math.inf),
+            -carried[u],
             index.text_units[u].human_readable_id,
         ),
     )

@@ -1,0 +1,161 @@
+"""Sources order: entity rank first, then the question's distance to each text unit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date
+from typing import Any
+
+from graph.hashing_embedding import HashingEmbedder
+from graph.protocols import VectorHit
+from query.context import (
+    LocalContextConfig,
+    build_local_context,
+    local_context,
+    text_unit_distances,
+)
+from query.index import QueryIndex
+from query.ranking import rank_text_units
+from query.time_window import TimeWindow
+from tests.unit.test_query_support import DictVectorStore, entity_store, words, world
+
+
+class RecordingStore(DictVectorStore):
+    """Records every search; answers text-unit searches only within the ``key`` filter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.searches: list[tuple[str, int, dict[str, Any] | None]] = []
+
+    async def search(
+        self, kind: str, vector: list[float], limit: int, filters: dict[str, Any] | None = None
+    ) -> list[VectorHit]:
+        self.searches.append((kind, limit, filters))
+        hits = await super().search(kind, vector, 10_000)
+        if filters and "key" in filters:
+            hits = [h for h in hits if h.key in filters["key"]]
+        return hits[:limit]
+
+
+async def recording_store(index: QueryIndex) -> RecordingStore:
+    source = await entity_store(index)
+    store = RecordingStore()
+    for kind, items in source.items.items():
+        await store.upsert(kind, [(k, v, p) for k, (v, p) in items.items()])
+    return store
+
+
+def ranked(index: QueryIndex, selected: Sequence[str], distances: dict[str, float]) -> list[str]:
+    return rank_text_units(index, selected, [], TimeWindow(), distances)
+
+
+class TestRankTextUnits:
+    def test_the_unit_nearer_to_the_question_comes_first_within_an_entity(self) -> None:
+        # Both units are OPEC's and carry as many relationships; without the question,
+        # chunk-1 comes first by id. Asked about oil prices, chunk-2 is nearer.
+        index = QueryIndex.from_snapshot(world())
+        assert ranked(index, ["opec"], {}) == ["chunk-1", "chunk-2"]
+        assert ranked(index, ["opec"], {"chunk-1": 0.6, "chunk-2": 0.2}) == [
+            "chunk-2",
+            "chunk-1",
+        ]
+
+    def test_the_question_does_not_override_the_entity_rank(self) -> None:
+        index = QueryIndex.from_snapshot(world())
+        # chunk-3 (oil prices and Kuwait) is the nearest, but it is not OPEC's
+        order = ranked(
+            index, ["opec", "oil prices"], {"chunk-1": 0.6, "chunk-2": 0.4, "chunk-3": 0.1}
+        )
+        assert order == ["chunk-2", "chunk-1", "chunk-3"]
+
+    def test_units_without_a_distance_follow_those_with_one(self) -> None:
+        index = QueryIndex.from_snapshot(world())
+        assert ranked(index, ["opec"], {"chunk-2": 0.9}) == ["chunk-2", "chunk-1"]
+
+    def test_the_context_sources_follow_the_distances(self) -> None:
+        index = QueryIndex.from_snapshot(world())
+        config = LocalContextConfig()
+        plain = build_local_context(index, ["opec"], config=config, count_tokens=words)
+        asked = build_local_context(
+            index,
+            ["opec"],
+            config=config,
+            count_tokens=words,
+            unit_distances={"chunk-1": 0.6, "chunk-2": 0.2},
+        )
+        assert list(plain.ids["Sources"]) == [1, 2]
+        assert list(asked.ids["Sources"]) == [2, 1]
+        assert asked.ids["Entities"] == plain.ids["Entities"]
+
+
+class TestTextUnitDistances:
+    async def test_one_search_filtered_to_the_candidates_in_the_window(self) -> None:
+        index = QueryIndex.from_snapshot(world())
+        store = await recording_store(index)
+        [vector] = await HashingEmbedder(256).embed(["oil prices and quotas"])
+        window = TimeWindow(since=date(1987, 3, 3))  # chunk-1 (March 2) is outside
+        distances = await text_unit_distances(
+            vector, ["opec", "oil prices"], index=index, store=store, window=window
+        )
+        assert store.searches == [("text_unit", 2, {"key": ["chunk-2", "chunk-3"]})]
+        assert set(distances) == {"chunk-2", "chunk-3"}
+
+    async def test_at_most_limit_candidates_in_entity_rank_order(self) -> None:
+        index = QueryIndex.from_snapshot(world())
+        store = await recording_store(index)
+        [vector] = await HashingEmbedder(256).embed(["oil prices"])
+        distances = await text_unit_distances(
+            vector, ["oil prices", "opec"], index=index, store=store, window=TimeWindow(), limit=2
+        )
+        assert store.searches == [("text_unit", 2, {"key": ["chunk-2", "chunk-3"]})]
+        assert set(distances) == {"chunk-2", "chunk-3"}
+        assert (
+            await text_unit_distances(
+                vector, ["opec"], index=index, store=store, window=TimeWindow(), limit=0
+            )
+            == {}
+        )
+        assert len(store.searches) == 1  # no search without candidates
+
+    async def test_hits_outside_the_candidates_are_dropped(self) -> None:
+        # DictVectorStore ignores filters, as a store might
+        index = QueryIndex.from_snapshot(world())
+        store = await entity_store(index)
+        [vector] = await HashingEmbedder(256).embed(["Federal Reserve interest rates"])
+        distances = await text_unit_distances(
+            vector, ["opec"], index=index, store=store, window=TimeWindow()
+        )
+        assert set(distances) <= {"chunk-1", "chunk-2"}
+
+
+class TestLocalContext:
+    async def test_sources_of_the_named_entity_nearest_to_the_question_first(self) -> None:
+        index = QueryIndex.from_snapshot(world())
+        store = await recording_store(index)
+        ctx = await local_context(
+            "What did OPEC keep after its quota accord?",
+            index=index,
+            embedder=HashingEmbedder(256),
+            store=store,
+            config=LocalContextConfig(top_k_entities=1),
+            count_tokens=words,
+        )
+        assert ctx.entity_keys == ("opec",)
+        # GraphRAG's order would put chunk-1 (the Geneva output meeting) first
+        assert list(ctx.ids["Sources"]) == [2, 1]
+        kinds = [kind for kind, _, _ in store.searches]
+        assert kinds == ["entity", "text_unit"]  # one search for all the candidate units
+
+    async def test_no_distances_asked_when_turned_off(self) -> None:
+        index = QueryIndex.from_snapshot(world())
+        store = await recording_store(index)
+        ctx = await local_context(
+            "What did OPEC keep after its quota accord?",
+            index=index,
+            embedder=HashingEmbedder(256),
+            store=store,
+            config=LocalContextConfig(top_k_entities=1, question_ranked_units=0),
+            count_tokens=words,
+        )
+        assert [kind for kind, _, _ in store.searches] == ["entity"]
+        assert list(ctx.ids["Sources"]) == [1, 2]
