@@ -23,7 +23,7 @@ from graph.errors import InvalidDocumentError
 from graph.model import Chunk, Document
 from kgrag.tokenizer import get_encoding
 from streams.app import Topology
-from streams.batching import as_current, deliver, key_text
+from streams.batching import as_current, changelog_writes, deliver, key_text
 from streams.codecs import encode_chunk_add, encode_document, encode_retraction
 from streams.dlq import send_dead_letter
 
@@ -69,7 +69,11 @@ def register(topo: Topology) -> None:
                     known = table.get(doc.id)
                 digest = document_hash(doc)
                 if known is not None and known.get("hash") == digest:
-                    continue  # a redelivery or a re-publish of the same version
+                    # a redelivery or a re-publish of the same version: nothing to send, but
+                    # the row is written again, so a changelog that missed it (a worker
+                    # killed between its local write and the changelog send) gets it back
+                    writes.append((event, doc.id, known))
+                    continue
                 pieces = chunk(topo, doc)
                 new_ids = [c.id for c in pieces]
                 old_ids = list(known.get("chunks", [])) if known else []
@@ -88,6 +92,8 @@ def register(topo: Topology) -> None:
                 pending.append(await changes.send(key=doc.id, value=encode_document(doc)))
                 writes.append((event, doc.id, {"hash": digest, "chunks": new_ids}))
             await deliver(pending)
-            for event, doc_id, row in writes:
-                with as_current(event):
-                    table[doc_id] = row
+            with changelog_writes() as written:
+                for event, doc_id, row in writes:
+                    with as_current(event):
+                        table[doc_id] = row
+            await deliver(written)

@@ -49,7 +49,7 @@ from graph.merge import (
 )
 from graph.model import ChunkExtraction
 from streams.app import Topology
-from streams.batching import as_current, deliver
+from streams.batching import as_current, changelog_writes, deliver
 from streams.codecs import (
     ItemKind,
     ItemRetraction,
@@ -129,12 +129,14 @@ def register_rekeyer(topo: Topology) -> None:
                 pending.append(await changes.send(key=chunk_id, value=encode_change(change)))
                 writes.append((event, chunk_id, row))
             await deliver(pending)
-            for event, chunk_id, row in writes:
-                with as_current(event):
-                    if row is None:
-                        manifests.pop(chunk_id, None)
-                    else:
-                        manifests[chunk_id] = row
+            with changelog_writes() as written:
+                for event, chunk_id, row in writes:
+                    with as_current(event):
+                        if row is None:
+                            manifests.pop(chunk_id, None)
+                        else:
+                            manifests[chunk_id] = row
+            await deliver(written)
 
 
 # ---- mergers ----------------------------------------------------------------------------
@@ -294,6 +296,7 @@ def _merge_one(
         rows = ClaimRows(aggregate, stored)
         step = release_claims(rows) if retraction else absorb_claims(rows, item)
     if not step.changed:
+        _rewrite_rows(cache, event, spec, key, ckey, counter_key)
         return None
     after = step.rows.aggregate
     version = _version(after) if after is not None else _version(aggregate) + 1
@@ -316,6 +319,26 @@ def _merge_one(
         n = step.rows.document_chunks
         cache.put(event, "entity_documents", counter_key, {"n": n, "v": version} if n else None)
     return spec.changed(key, after, chunk_id=chunk_id, document_id=doc_id, retraction=retraction)
+
+
+def _rewrite_rows(
+    cache: RowCache, event: Any, spec: MergeKind, key: str, ckey: str, counter_key: str
+) -> None:
+    """Write a key's stored rows again, unchanged, for an item that changed nothing.
+
+    Such an item is a redelivery. If the worker that first absorbed it was killed after its
+    local RocksDB write but before the changelog record left the producer, the local store
+    has the row and the changelog does not, and a member that later recovers this partition
+    from the changelog would lack it. Writing the same rows again puts them in the changelog;
+    to a store that already has them it changes nothing.
+    """
+    tables = [(spec.aggregate_table, key), (spec.contribution_table, ckey)]
+    if spec.kind == "entity":
+        tables.append(("entity_documents", counter_key))
+    for table, row_key in tables:
+        row = cache.get(event, table, row_key)
+        if row is not None:
+            cache.put(event, table, row_key, row)
 
 
 def register_merger(topo: Topology, spec: MergeKind) -> None:
@@ -342,7 +365,9 @@ def register_merger(topo: Topology, spec: MergeKind) -> None:
                 if change is not None:
                     pending.append(await changes.send(key=item.key, value=encode_change(change)))
             await deliver(pending)
-            cache.flush()
+            with changelog_writes() as written:
+                cache.flush()
+            await deliver(written)
 
 
 def register(topo: Topology) -> None:

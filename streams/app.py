@@ -17,6 +17,7 @@ import faust
 
 from kgrag.settings import Settings
 from kgrag.tokenizer import ensure_offline_bpe
+from streams.batching import DurableTable
 from streams.records import DeadLetter
 
 log = logging.getLogger(__name__)
@@ -94,8 +95,16 @@ def build(settings: Settings, *, agents: bool = True) -> Topology:
             settings.topic(name), value_type=DeadLetter, key_serializer="raw"
         )
     for name in _TABLES:
-        # keys: raw UTF-8 strings; values: JSON (the app's default serializers)
-        topo.tables[name] = app.Table(name, default=None, partitions=settings.kafka.partitions)
+        # keys: raw UTF-8 strings; values: JSON (the app's default serializers); app.Table
+        # would build a plain faust.Table, so the durable one is built and added the same way
+        table = DurableTable(
+            app,
+            name=name,
+            default=None,
+            partitions=settings.kafka.partitions,
+            beacon=app.tables.beacon,
+        )
+        topo.tables[name] = app.tables.add(table)
     if agents:
         from agents import chunker, embedder, extractor, merger
 

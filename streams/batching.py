@@ -8,6 +8,15 @@ does that (faust keeps the context in ``faust.streams._current_event``).
 Outputs of a batch are sent first and their delivery awaited (``deliver``); only then are the
 table rows written. A crash in between re-delivers the batch, and the idempotent merge rules
 make the replay change nothing, so the tables never record work whose outputs were lost.
+
+Then the batch waits until the broker has acknowledged the changelog records of those row
+writes (``changelog_writes`` + ``deliver``) before it asks for the next batch. faust acks a
+batch's events, and its periodic commit moves the offsets past them, only once the agent asks
+for more; its own commit does not wait for the changelog (table writes go through a producer
+buffer). Without this wait an offset could be committed while the rows it produced were still
+in that buffer: a worker that then stops or dies hands its partitions to a member that
+recovers the table from the changelog without those rows and never sees the events again,
+so contributions are lost (seen as lower edge weights after a member left a group).
 """
 
 from __future__ import annotations
@@ -16,9 +25,13 @@ import asyncio
 import weakref
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
+import faust
 from faust.streams import _current_event
+
+_changelog_writes: ContextVar[list[Any] | None] = ContextVar("kgrag_changelog_writes", default=None)
 
 
 @contextmanager
@@ -30,8 +43,33 @@ def as_current(event: Any) -> Iterator[None]:
         _current_event.reset(token)
 
 
+class DurableTable(faust.Table):
+    """A faust Table whose changelog sends can be collected (``changelog_writes``) and
+    awaited, so an agent moves on only once its row writes are durable in Kafka."""
+
+    def send_changelog(self, *args: Any, **kwargs: Any) -> Any:
+        future = super().send_changelog(*args, **kwargs)
+        writes = _changelog_writes.get()
+        if writes is not None:
+            writes.append(future)
+        return future
+
+
+@contextmanager
+def changelog_writes() -> Iterator[list[Any]]:
+    """Collect the changelog futures of the ``DurableTable`` writes made inside the block (in
+    this task only: each agent waits for its own writes, never clears another's)."""
+    writes: list[Any] = []
+    token = _changelog_writes.set(writes)
+    try:
+        yield writes
+    finally:
+        _changelog_writes.reset(token)
+
+
 async def deliver(pending: list[Awaitable[Any]]) -> None:
-    """Wait until every message sent for this batch is acknowledged by the broker."""
+    """Wait until every message sent for this batch (outputs, or changelog records collected
+    by ``changelog_writes``) is acknowledged by the broker."""
     if pending:
         await asyncio.gather(*pending)
     pending.clear()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
 import sys
 import time
@@ -49,6 +50,12 @@ class WorkerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+    def dump_tasks(self) -> None:
+        """Ask the worker to log the stack of every thread and asyncio task (mode's SIGUSR1
+        handler), so a stalled run's log shows where each agent is waiting."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGUSR1)
 
     def log_tail(self, n: int = 40) -> str:
         lines = self.log_path.read_text(errors="replace").splitlines()

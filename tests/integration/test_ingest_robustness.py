@@ -210,12 +210,17 @@ async def test_workers_joining_and_leaving_mid_stream_build_the_same_graph(
         await publish(settings, waves[2])
         first.stop()  # leaves (SIGTERM) with the third wave pending
         assert first.proc is not None and first.proc.returncode is not None
-        view = await fold_until(
-            settings,
-            complete(reference),
-            timeout=420,
-            what=f"the scaled run\n{second.log_tail()}\n{third.log_tail()}",
-        )
+        try:
+            view = await fold_until(
+                settings, complete(reference), timeout=420, what="the scaled run"
+            )
+        except AssertionError:
+            for w in (second, third):
+                w.dump_tasks()
+            await asyncio.sleep(3)
+            raise AssertionError(
+                f"{second.log_path}\n{second.log_tail(300)}\n{third.log_path}\n{third.log_tail(300)}"
+            ) from None
     finally:
         for w in (first, second, third):
             w.stop()
