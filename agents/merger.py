@@ -7,17 +7,20 @@
 2. One merger per kind reads its items topic, reads the key's rows by point look-up, applies
    ``graph.merge`` and publishes the row as it is after the write on ``graph-changes``.
 
-Rows are written only after the batch's outputs are delivered (``streams.batching``); a
-redelivered item finds its contribution already absorbed and changes nothing. Rows carry the
-aggregate version they belong to, so a redelivery after a crash in the middle of writing a
-batch's rows can tell which of them landed (``RowCache.flush``).
+Rows are written only after the batch's outputs are delivered, and the next batch waits until
+their changelog records are acknowledged (``streams.batching``); a redelivered item finds its
+contribution already absorbed and changes nothing. Rows carry the aggregate version they
+belong to, and deletions leave tombstones, so a redelivery after a crash in the middle of
+writing a batch's rows can tell which of them landed, for additions and retractions alike
+(``RowCache.flush``, ``_merge_one``). Tombstones keep the row count at what it was before the
+deletion: one small row per (key, chunk) and per key ever seen.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from graph import merge_codec as mc
@@ -213,12 +216,11 @@ class RowCache:
 
         The writes are not atomic, so their order and the versions they carry make a crash in
         between recoverable (see ``_merge_one``): a contribution row records the version the
-        aggregate reached when it absorbed that contribution, and a document counter the
-        version it belongs to. A redelivered item whose contribution is stored but whose
-        aggregate is older than that version is applied again (the aggregate write was
-        lost); a counter older than its contribution is brought up to date.
-        Known gap: a retraction interrupted between its contribution delete and its
-        aggregate write is not recovered (it would need tombstones).
+        aggregate reached when it absorbed (or, as a tombstone, released) that contribution,
+        and a document counter the version it belongs to. A redelivered item whose
+        contribution row is newer than its aggregate is applied or released again (the
+        aggregate write was lost); a counter older than its contribution is brought up to
+        date. Deleted rows stay as small tombstones, so versions never restart.
         """
         order = sorted(self.events.items(), key=lambda kv: _FLUSH_RANK.get(kv[0][0], 1))
         for (table, key), event in order:
@@ -238,47 +240,85 @@ _FLUSH_RANK = {
 }
 
 
-def _version(aggregate: Any) -> int:
-    return int(aggregate.version) if aggregate is not None else -1
+@dataclass(frozen=True)
+class _Stored:
+    """A key's rows as stored, decoded. Deleted rows are kept as tombstones carrying the
+    version they were deleted at (and, for a contribution, what it contributed), so a
+    redelivered retraction can tell a lost write from a finished one."""
+
+    aggregate: Any | None
+    aggregate_v: int  # version of the aggregate row or of its tombstone; 0 when never written
+    contribution: Any | None  # the live contribution of this (key, chunk)
+    retracted: Any | None  # the contribution a tombstone says was released
+    contribution_v: int  # aggregate version its last write produced; -1 when none
+    count: int | None  # entity only: live chunks of this document naming the key
+    count_v: int
 
 
-def _contribution_row(row: Any) -> tuple[Any, int]:
-    """(contribution dict, aggregate version it produced) of a stored row."""
-    if not row:
-        return None, -1
-    return row.get("c"), int(row.get("v", -1))
-
-
-def _counter_row(row: Any) -> tuple[int | None, int]:
-    if not row:
-        return None, -1
-    return int(row["n"]), int(row.get("v", -1))
+def _read_rows(
+    cache: RowCache, event: Any, spec: MergeKind, key: str, ckey: str, counter_key: str
+) -> _Stored:
+    agg_row = cache.get(event, spec.aggregate_table, key)
+    if not agg_row:
+        aggregate, aggregate_v = None, 0
+    elif agg_row.get(_TOMBSTONE):
+        aggregate, aggregate_v = None, int(agg_row["v"])
+    else:
+        aggregate = spec.decode_aggregate(agg_row)
+        aggregate_v = int(aggregate.version)
+    row = cache.get(event, spec.contribution_table, ckey)
+    contribution = retracted = None
+    contribution_v = -1
+    if row:
+        decoded = spec.decode_contribution(row["c"])
+        contribution_v = int(row.get("v", -1))
+        if row.get(_TOMBSTONE):
+            retracted = decoded
+        else:
+            contribution = decoded
+    count, count_v = None, -1
+    if spec.kind == "entity":
+        counter = cache.get(event, "entity_documents", counter_key)
+        if counter:
+            count, count_v = int(counter["n"]) or None, int(counter.get("v", -1))
+    return _Stored(aggregate, aggregate_v, contribution, retracted, contribution_v, count, count_v)
 
 
 def _merge_one(
     cache: RowCache, event: Any, spec: MergeKind, item: Any, max_descriptions: int
 ) -> GraphChange | None:
+    """Apply one item to its key's rows (in ``cache``); the change to publish, or None.
+
+    A flush writes contribution rows, then aggregates, then document counters, and a crash
+    can stop it anywhere in that order. Every row records the aggregate version it belongs
+    to, and deletions leave tombstones, so a redelivered item can tell how far its first
+    pass got: contribution stored but aggregate older → the aggregate write was lost, apply
+    (or release) again; aggregate current but counter older → bring the counter up to date;
+    all current → nothing to do (the rows are written again, see ``_rewrite_rows``).
+    """
     retraction = isinstance(item, ItemRetraction)
     key, chunk_id, doc_id = item.key, item.chunk_id, item.document_id
-    agg_raw = cache.get(event, spec.aggregate_table, key)
-    ckey = contribution_key(key, chunk_id)
-    stored_raw, stored_v = _contribution_row(cache.get(event, spec.contribution_table, ckey))
-    aggregate = spec.decode_aggregate(agg_raw) if agg_raw else None
-    stored = spec.decode_contribution(stored_raw) if stored_raw else None
-    lost_aggregate = (
-        not retraction and stored is not None and stored == item and _version(aggregate) < stored_v
-    )
-    if lost_aggregate:
-        log.warning(
-            "%s %s: re-applying chunk %s, its aggregate write was lost", spec.kind, key, chunk_id
-        )
-        stored = None  # the aggregate never absorbed it: apply it again
-    counter_key = document_key(key, doc_id)
-    if spec.kind == "entity":
-        count, count_v = _counter_row(cache.get(event, "entity_documents", counter_key))
-        if not retraction and not lost_aggregate and stored == item and count_v < stored_v:
+    ckey, counter_key = contribution_key(key, chunk_id), document_key(key, doc_id)
+    rows_now = _read_rows(cache, event, spec, key, ckey, counter_key)
+    stored, count = rows_now.contribution, rows_now.count
+    first_pass_v = rows_now.contribution_v
+    landed = rows_now.aggregate_v >= first_pass_v
+    if not retraction and stored is not None and stored == item:
+        if not landed:
+            log.warning("%s %s: apply %s again, aggregate write lost", spec.kind, key, chunk_id)
+            stored = None
+        elif spec.kind == "entity" and rows_now.count_v < first_pass_v:
             count = (count or 0) + 1  # the aggregate landed, this counter's write did not
-            cache.put(event, "entity_documents", counter_key, {"n": count, "v": stored_v})
+            cache.put(event, "entity_documents", counter_key, {"n": count, "v": first_pass_v})
+    elif retraction and stored is None and rows_now.retracted is not None:
+        if not landed:
+            log.warning("%s %s: release %s again, aggregate write lost", spec.kind, key, chunk_id)
+            stored = rows_now.retracted
+        elif spec.kind == "entity" and rows_now.count_v < first_pass_v:
+            count = max((count or 0) - 1, 0) or None
+            cache.put(event, "entity_documents", counter_key, {"n": count or 0, "v": first_pass_v})
+    aggregate = rows_now.aggregate
+    if spec.kind == "entity":
         rows: Any = EntityRows(aggregate, stored, count)
         step: Any = (
             release_entity(rows)
@@ -298,27 +338,29 @@ def _merge_one(
     if not step.changed:
         _rewrite_rows(cache, event, spec, key, ckey, counter_key)
         return None
+    version = rows_now.aggregate_v + 1  # versions count writes and survive deletion
     after = step.rows.aggregate
-    version = _version(after) if after is not None else _version(aggregate) + 1
+    if after is not None:
+        after = replace(after, version=version)
     cache.put(
         event,
         spec.aggregate_table,
         key,
-        spec.encode_aggregate(after) if after is not None else None,
+        spec.encode_aggregate(after) if after is not None else {_TOMBSTONE: 1, "v": version},
     )
     contribution = step.rows.contribution
-    cache.put(
-        event,
-        spec.contribution_table,
-        ckey,
-        {"c": spec.encode_contribution(contribution), "v": version}
-        if contribution is not None
-        else None,
-    )
+    if contribution is not None:
+        crow: dict[str, Any] = {"c": spec.encode_contribution(contribution), "v": version}
+    else:  # released: keep what it was, so a redelivery can release it again if need be
+        crow = {"c": spec.encode_contribution(stored), "v": version, _TOMBSTONE: 1}
+    cache.put(event, spec.contribution_table, ckey, crow)
     if spec.kind == "entity":
         n = step.rows.document_chunks
-        cache.put(event, "entity_documents", counter_key, {"n": n, "v": version} if n else None)
+        cache.put(event, "entity_documents", counter_key, {"n": n or 0, "v": version})
     return spec.changed(key, after, chunk_id=chunk_id, document_id=doc_id, retraction=retraction)
+
+
+_TOMBSTONE = "x"
 
 
 def _rewrite_rows(

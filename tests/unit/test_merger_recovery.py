@@ -13,6 +13,7 @@ from agents.merger import KINDS, RowCache, _merge_one
 from graph.contributions import chunk_contributions
 from graph.merge_codec import entity_aggregate_from_dict, relationship_aggregate_from_dict
 from graph.model import Chunk, ChunkExtraction, EntityMention, RelationshipMention
+from streams.codecs import ItemRetraction
 
 
 class DictTopo:
@@ -94,3 +95,56 @@ def test_lost_document_counters_are_brought_up_to_date() -> None:
     _run(topo, second)
     assert topo.table("entity_documents")["acme|doc-0"]["n"] == 3
     assert _counts(topo) == (6, 2, 6)
+
+
+def _retractions(chunks: list[int]) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for i in chunks:
+        chunk, doc = f"chunk-{i}", f"doc-{i % 2}"
+        out += [
+            ("entity", ItemRetraction("acme", chunk, doc)),
+            ("entity", ItemRetraction("bolt", chunk, doc)),
+            ("relationship", ItemRetraction("acme\u241ebolt", chunk, doc)),
+        ]
+    return out
+
+
+def test_a_redelivered_retraction_changes_nothing() -> None:
+    topo = DictTopo()
+    _run(topo, _items(4))
+    _run(topo, _retractions([0, 1]))
+    _run(topo, _retractions([0, 1]))
+    assert _counts(topo) == (2, 2, 2)
+
+
+def test_a_retraction_whose_aggregate_write_was_lost_is_released_again_once() -> None:
+    topo = DictTopo()
+    _run(topo, _items(4))
+    lost = frozenset({"entities", "relationships", "entity_documents"})
+    _run(topo, _retractions([0, 2]), lose=lost)  # contribution tombstones landed, nothing else
+    assert _counts(topo) == (4, 2, 4)
+    _run(topo, _retractions([0, 2]))
+    _run(topo, _retractions([0, 2]))
+    assert _counts(topo) == (2, 1, 2)  # chunks 1 and 3 are left, both of doc-1
+    assert topo.table("entity_documents")["acme|doc-0"]["n"] == 0
+
+
+def test_a_retraction_whose_counter_write_was_lost_closes_the_document_once() -> None:
+    topo = DictTopo()
+    _run(topo, _items(4))
+    _run(topo, _retractions([0]), lose=frozenset({"entity_documents"}))
+    _run(topo, _retractions([0]))  # the aggregate landed: only the counter is brought down
+    assert topo.table("entity_documents")["acme|doc-0"]["n"] == 1
+    _run(topo, _retractions([2]))  # doc-0's last chunk: now the document closes
+    assert _counts(topo) == (2, 1, 2)
+
+
+def test_versions_survive_deletion_so_a_late_retraction_cannot_hit_a_recreated_key() -> None:
+    topo = DictTopo()
+    _run(topo, _items(1))
+    _run(topo, _retractions([0]))  # acme is gone: its row is a tombstone
+    assert topo.table("entities")["acme"]["x"] == 1
+    _run(topo, _items(2)[3:])  # chunk-1 names acme again
+    _run(topo, _retractions([0]))  # a redelivery of the old retraction
+    assert _counts(topo) == (1, 1, 1)
+    assert entity_aggregate_from_dict(topo.table("entities")["acme"]).version == 3
