@@ -18,6 +18,7 @@ deletion: one small row per (key, chunk) and per key ever seen.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -67,6 +68,11 @@ from streams.dlq import send_dead_letter
 
 log = logging.getLogger(__name__)
 
+# A batch is merged without awaiting anything but its sends; yielding to the event loop every
+# this many items keeps a long batch from holding up the extractor's LLM calls in the same
+# worker (a response that waits for the loop leaves an LLM slot idle).
+YIELD_EVERY = 50
+
 
 # ---- re-keyer ---------------------------------------------------------------------------
 
@@ -103,7 +109,9 @@ def register_rekeyer(topo: Topology) -> None:
         async for batch in stream.take_events(200, within=0.5):
             pending: list[Any] = []
             writes: list[tuple[Any, str, dict[str, Any] | None]] = []
-            for event in batch:
+            for n, event in enumerate(batch, 1):
+                if not n % YIELD_EVERY:
+                    await asyncio.sleep(0)
                 try:
                     item = decode_extraction_event(event.value)
                 except PayloadError as e:
@@ -393,7 +401,9 @@ def register_merger(topo: Topology, spec: MergeKind) -> None:
         async for batch in stream.take_events(500, within=0.5):
             cache = RowCache(topo)
             pending: list[Any] = []
-            for event in batch:
+            for n, event in enumerate(batch, 1):
+                if not n % YIELD_EVERY:
+                    await asyncio.sleep(0)  # let LLM calls and heartbeats in between
                 try:
                     item = decode_item(event.value, spec.kind)
                     change = _merge_one(cache, event, spec, item, max_descriptions)
