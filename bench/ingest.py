@@ -56,6 +56,8 @@ sys.path.insert(0, str(ROOT))
 from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
 
 from graph.graph_view import GraphView  # noqa: E402
+from kgrag.lag import WORKER_TOPICS  # noqa: E402
+from kgrag.lag import consumer_lag as lag_by_topic  # noqa: E402
 from kgrag.publish import publish  # noqa: E402
 from kgrag.settings import Settings, load_settings  # noqa: E402
 from kgrag.tokenizer import ensure_offline_bpe  # noqa: E402
@@ -73,7 +75,6 @@ STAGES = (
     "graph_changes",
     "extractions_dlq",
 )
-CONSUMED = ("documents", "chunks", "extractions", "entity_items", "relationship_items")
 
 
 # ---- processes ----
@@ -165,25 +166,7 @@ async def wait_ready(settings: Settings, proc: subprocess.Popen[bytes], timeout:
 
 
 async def consumer_lag(settings: Settings) -> int:
-    from aiokafka.admin import AIOKafkaAdminClient
-
-    parts = [
-        TopicPartition(settings.topic(n), p)
-        for n in (*CONSUMED, "graph_changes")
-        for p in range(settings.kafka.partitions)
-    ]
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka.bootstrap_servers)
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka.bootstrap_servers)
-    await consumer.start()
-    await admin.start()
-    try:
-        ends = await consumer.end_offsets(parts)
-        done = await admin.list_consumer_group_offsets(settings.app_id)
-    finally:
-        await consumer.stop()
-        await admin.close()
-    committed = {tp: max(0, om.offset) for tp, om in done.items()}
-    return sum(max(0, e - committed.get(tp, 0)) for tp, e in ends.items())
+    return sum((await lag_by_topic(settings, topics=WORKER_TOPICS)).values())
 
 
 async def absorbed(settings: Settings, sent: int, timeout: float, settle: float = 3.0) -> GraphView:

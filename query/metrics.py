@@ -19,10 +19,9 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from kgrag.lag import consumer_lag
 from kgrag.settings import Settings
 from query.results import QueryResult
 
@@ -116,35 +115,6 @@ class QueryMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
-
-
-async def consumer_lag(settings: Settings, group_id: str | None = None) -> dict[str, int]:
-    """Per topic: end offset minus the group's committed offset, summed over partitions.
-
-    Only partitions the group has committed are counted (a topic the workers never consumed
-    has no committed offsets and so no lag figure)."""
-    servers = settings.kafka.bootstrap_servers
-    admin = AIOKafkaAdminClient(bootstrap_servers=servers, request_timeout_ms=5000)
-    await admin.start()
-    try:
-        committed = await admin.list_consumer_group_offsets(group_id or settings.app_id)
-    finally:
-        await admin.close()
-    parts = [tp for tp, meta in committed.items() if meta is not None and meta.offset >= 0]
-    if not parts:
-        return {}
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=servers, enable_auto_commit=False, request_timeout_ms=5000
-    )
-    await consumer.start()
-    try:
-        ends: dict[TopicPartition, int] = await consumer.end_offsets(parts)
-    finally:
-        await consumer.stop()
-    lag: dict[str, int] = {}
-    for tp in parts:
-        lag[tp.topic] = lag.get(tp.topic, 0) + max(0, ends.get(tp, 0) - committed[tp].offset)
-    return lag
 
 
 class LagProbe:

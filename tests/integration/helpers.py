@@ -15,6 +15,8 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from kgrag.lag import WORKER_TOPICS
+from kgrag.lag import consumer_lag as lag_by_topic
 from kgrag.settings import Settings
 from tests.conftest import settings_env
 
@@ -205,42 +207,9 @@ async def topic_size(settings: Settings, topic: str) -> int:
         await consumer.stop()
 
 
-CONSUMED_TOPICS = (
-    "documents",
-    "chunks",
-    "extractions",
-    "entity_items",
-    "relationship_items",
-    "claim_items",
-    "graph_changes",
-)
-
-
 async def consumer_lag(settings: Settings) -> int:
-    """Messages of the namespace's consumed topics that the worker group has not committed
-    yet (end offsets read first, so a message written after them is not counted)."""
-    from aiokafka import TopicPartition
-    from aiokafka.admin import AIOKafkaAdminClient
-
-    parts = [
-        TopicPartition(settings.topic(name), p)
-        for name in CONSUMED_TOPICS
-        for p in range(settings.kafka.partitions)
-    ]
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False
-    )
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka.bootstrap_servers)
-    await consumer.start()
-    await admin.start()
-    try:
-        ends = await consumer.end_offsets(parts)
-        committed = await admin.list_consumer_group_offsets(settings.app_id)
-    finally:
-        await consumer.stop()
-        await admin.close()
-    done = {tp: (om.offset if om.offset >= 0 else 0) for tp, om in committed.items()}
-    return sum(max(0, end - done.get(tp, 0)) for tp, end in ends.items())
+    """Messages of the namespace's consumed topics the worker group has not committed yet."""
+    return sum((await lag_by_topic(settings, topics=WORKER_TOPICS)).values())
 
 
 async def fold_until(
