@@ -121,6 +121,8 @@ async def select_entities(
         index.names,
         lambda k: index.entities[k].frequency,
         limit=config.named_entities,
+        is_person=lambda k: index.entities[k].type == "person",
+        units=lambda k: index.entities[k].text_unit_ids,
     )
     chosen = [k for k in named if not window.bounded or entity_mentions(index, k, window) > 0]
     skipped = 0

@@ -1,5 +1,6 @@
-"""Entities a question names: coverage by name weight, one pick per part first, and their
-place ahead of the vector hits in local search."""
+"""Entities a question names: coverage by name weight within one phrase of the question,
+proper phrases before common ones, surnames and acronyms, one pick per phrase first, and
+their place ahead of the vector hits in local search."""
 
 from __future__ import annotations
 
@@ -50,8 +51,17 @@ class TestMatching:
 
 
 class TestOrder:
-    def test_each_part_of_the_question_gets_a_pick_before_the_rest(self) -> None:
+    def test_the_proper_noun_comes_before_the_lower_case_topic(self) -> None:
         found = pick("What happened involving Herrington in natural gas?")
+        assert found == ["john herrington", "natural gas"]
+
+    def test_part_of_a_name_in_lower_case_words_names_nothing(self) -> None:
+        assert "southern natural gas" not in pick(
+            "What happened involving Herrington in natural gas?"
+        )
+
+    def test_a_lower_case_question_still_finds_every_part(self) -> None:
+        found = pick("what happened involving herrington in natural gas")
         assert set(found[:2]) == {"natural gas", "john herrington"}
         assert found[2:] == ["southern natural gas"]
 
