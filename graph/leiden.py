@@ -38,13 +38,21 @@ into stable ids by member overlap.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import accumulate, compress, repeat
+from operator import add, and_, eq, mul, ne, sub, xor
 
 import igraph as ig
 import leidenalg as la
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from graph.errors import GraphError
 
@@ -154,30 +162,115 @@ class Hierarchy:
         return cls(frozen, tuple(parents), 0.0, {})
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic collector off for the duration. Building a graph or a hierarchy allocates
+    millions of acyclic tuples and lists; each allocation burst triggers full collections
+    that re-scan everything alive (the caller's edge list included): a second or more on
+    100k nodes, for no garbage. Re-enabled afterwards only if it was on."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def build_graph(nodes: Iterable[str], edges: Iterable[tuple[str, str, float]]) -> WeightedGraph:
     """Canonicalise: endpoints become nodes, self-loops and zero weights are dropped, the two
     directions of a pair are one edge whose weights are summed. Negative or non-finite weights
     are refused (modularity needs non-negative weights)."""
-    raw = list(edges)
-    keys = sorted({*nodes, *(s for s, _, _ in raw), *(t for _, t, _ in raw)})
+    with _gc_paused():
+        return _build_graph(nodes, edges)
+
+
+def _build_graph(nodes: Iterable[str], edges: Iterable[tuple[str, str, float]]) -> WeightedGraph:
+    raw = edges if isinstance(edges, list) else list(edges)
+    sources = [e[0] for e in raw]  # not zip(*raw): a call with 500k arguments is slow
+    targets = [e[1] for e in raw]
+    given = [e[2] for e in raw]
+    weights = list(map(float, given))
+    if not all(map(math.isfinite, weights)) or (weights and min(weights) < 0):
+        bad = next(e for e, w in enumerate(weights) if not math.isfinite(w) or w < 0)
+        raise HierarchyError(f"edge {sources[bad]!r}-{targets[bad]!r} has weight {given[bad]!r}")
+    names = list(nodes)
+    try:
+        return _canonical_arrow(names, sources, targets, weights)
+    except (UnicodeEncodeError, pa.ArrowException):  # a lone surrogate, a key that is no str
+        return _canonical_python(names, sources, targets, weights)
+
+
+def _canonical_arrow(
+    nodes: list[str], sources: list[str], targets: list[str], weights: list[float]
+) -> WeightedGraph:
+    """The canonical graph computed column-wise by Arrow: a Python loop (or even C-level
+    ``map``) over half a million edges costs about a second. Arrow orders strings by their
+    UTF-8 bytes, which is code point order: the order ``sorted`` gives."""
+    src = pa.array(sources, pa.large_string())
+    tgt = pa.array(targets, pa.large_string())
+    every = pa.chunked_array([pa.array(nodes, pa.large_string()), src, tgt])
+    distinct = pc.unique(every)
+    keys = distinct.take(pc.array_sort_indices(distinct))
+    n = len(keys)
+    first = pc.index_in(src, value_set=keys).cast(pa.int64())
+    second = pc.index_in(tgt, value_set=keys).cast(pa.int64())
+    w = pa.array(weights, pa.float64())
+    keep = pc.and_(pc.not_equal(first, second), pc.not_equal(w, 0.0))  # no loop, no zero
+    lo = pc.min_element_wise(first, second).filter(keep)
+    hi = pc.max_element_wise(first, second).filter(keep)
+    w = w.filter(keep)
+    codes = pc.add(pc.multiply(lo, n), hi)  # the pair as one int, i * n + j
+    order = pc.array_sort_indices(codes)  # stable
+    codes, lo, hi, w = codes.take(order), lo.take(order), hi.take(order), w.take(order)
+    repeated = pc.equal(codes[1:], codes[:-1])  # an edge given more than once
+    summed: dict[int, float] = {}
+    if pc.any(repeated).as_py():
+        c, ws = codes.to_pylist(), w.to_pylist()
+        summands: dict[int, list[float]] = {}
+        for p in pc.indices_nonzero(repeated).to_pylist():
+            summands.setdefault(c[p], [ws[p]]).append(ws[p + 1])
+        summed = {code: math.fsum(x) for code, x in summands.items()}  # order-free sum
+        head = pa.concat_arrays([pa.array([True]), pc.invert(repeated)])
+        codes, lo, hi, w = codes.filter(head), lo.filter(head), hi.filter(head), w.filter(head)
+    pairs = tuple(zip(lo.to_pylist(), hi.to_pylist(), strict=True))
+    if summed:
+        return WeightedGraph(
+            tuple(keys.to_pylist()),
+            pairs,
+            tuple(map(summed.get, codes.to_pylist(), w.to_pylist())),
+        )
+    return WeightedGraph(tuple(keys.to_pylist()), pairs, tuple(w.to_pylist()))
+
+
+def _canonical_python(
+    nodes: list[str], sources: list[str], targets: list[str], weights: list[float]
+) -> WeightedGraph:
+    """The same canonical graph for keys Arrow cannot hold (not UTF-8 encodable)."""
+    keys = sorted({*nodes, *sources, *targets})
+    n = len(keys)
     index = {k: i for i, k in enumerate(keys)}
-    pairs: dict[tuple[int, int], float] = {}
-    duplicates: dict[tuple[int, int], list[float]] = {}
-    for source, target, weight in raw:
-        w = float(weight)
-        if not math.isfinite(w) or w < 0:
-            raise HierarchyError(f"edge {source!r}-{target!r} has weight {weight!r}")
-        i, j = index[source], index[target]
-        if i == j or w == 0:
-            continue
-        pair = (i, j) if i < j else (j, i)
-        if pair in pairs:
-            duplicates.setdefault(pair, [pairs[pair]]).append(w)
-        pairs[pair] = w
-    for pair, ws in duplicates.items():
-        pairs[pair] = math.fsum(ws)  # correctly rounded: the same sum in any order
+    first = list(map(index.__getitem__, sources))
+    second = list(map(index.__getitem__, targets))
+    codes = list(map(add, map(mul, map(min, first, second), repeat(n)), map(max, first, second)))
+    keep = list(map(and_, map(ne, first, second), map(bool, weights)))  # no loop, no zero
+    codes = list(compress(codes, keep))
+    weights = list(compress(weights, keep))
+    pairs = dict(zip(codes, weights, strict=True))
+    if len(pairs) != len(codes):
+        repeated = {c for c, k in Counter(codes).items() if k > 1}
+        summands: dict[int, list[float]] = {c: [] for c in repeated}
+        for c, w in zip(codes, weights, strict=True):
+            if c in repeated:
+                summands[c].append(w)
+        for c, ws in summands.items():
+            pairs[c] = math.fsum(ws)  # correctly rounded: the same sum in any order
     ordered = sorted(pairs)
-    return WeightedGraph(tuple(keys), tuple(ordered), tuple(pairs[p] for p in ordered))
+    return WeightedGraph(
+        tuple(keys),
+        tuple(map(divmod, ordered, repeat(n))),
+        tuple(map(pairs.__getitem__, ordered)),
+    )
 
 
 @dataclass(slots=True)
@@ -191,7 +284,7 @@ class _Prev:
     """The previous hierarchy as seen from this run's node indexes."""
 
     hierarchy: Hierarchy
-    paths: list[tuple[int, ...]]  # per node index: previous labels, () for a new node
+    labels: list[list[int | None]]  # per level, per node index: previous label, None if none
     changed: list[bool]  # per node index: new, or its incident edges differ
     reusable: dict[frozenset[str], tuple[int, int]]  # split community's members → (level, label)
     children: dict[tuple[int, int], list[int]]  # (level, label) → child labels
@@ -202,8 +295,8 @@ class _Ctx:
     """One run's fixed inputs; edges are addressed by their index in the canonical graph."""
 
     keys: tuple[str, ...]
-    source: tuple[int, ...]
-    target: tuple[int, ...]
+    source: Sequence[int]
+    target: Sequence[int]
     weight: tuple[float, ...]
     max_size: int
     seed: int
@@ -230,11 +323,22 @@ def hierarchical_leiden(
     """
     if max_cluster_size < 2:
         raise HierarchyError(f"max_cluster_size must be >= 2, got {max_cluster_size}")
+    with _gc_paused():
+        return _hierarchical_leiden(graph, max_cluster_size, seed, previous, n_iterations)
+
+
+def _hierarchical_leiden(
+    graph: WeightedGraph,
+    max_cluster_size: int,
+    seed: int,
+    previous: Hierarchy | Mapping[str, int | Sequence[int]] | None,
+    n_iterations: int | None,
+) -> Hierarchy:
     if previous is not None and not isinstance(previous, Hierarchy):
         previous = Hierarchy.from_paths(previous)
-    source = tuple(a for a, _ in graph.edges)
-    target = tuple(b for _, b in graph.edges)
-    digests = _digests(graph)
+    source = [a for a, _ in graph.edges]
+    target = [b for _, b in graph.edges]
+    digests = _digests(graph.nodes, source, target, graph.weights)
     prev = _prepare_previous(graph, previous, digests) if previous is not None else None
     if n_iterations is None:
         n_iterations = 2 if previous is None else 1
@@ -245,29 +349,51 @@ def hierarchical_leiden(
     return _flatten(ctx, top, modularity, dict(zip(graph.nodes, digests, strict=True)))
 
 
-def _digests(graph: WeightedGraph) -> list[int]:
-    """Per node, a 64-bit digest of its incident edges (other endpoint's key and weight)."""
+def _digests(
+    keys: Sequence[str], source: Sequence[int], target: Sequence[int], weights: Sequence[float]
+) -> list[int]:
+    """Per node, a 64-bit digest of its incident edges (other endpoint's key and weight): the
+    sum mod 2**64 of ``((h(a) * C1 + h(b)) * C2 ^ hash(w)) & MASK`` over its edges ``(a, b)``,
+    ``h`` a key's blake2b. Computed column-wise (C-level map) rather than edge by edge."""
     nh = [
         int.from_bytes(hashlib.blake2b(k.encode("utf-8"), digest_size=8).digest(), "little")
-        for k in graph.nodes
+        for k in keys
     ]
-    acc = [0] * len(graph.nodes)
-    for (a, b), w in zip(graph.edges, graph.weights, strict=True):
-        h = (((nh[a] * 0x9E3779B97F4A7C15 + nh[b]) * 0xBF58476D1CE4E5B9) ^ hash(w)) & _MASK
-        acc[a] += h
-        acc[b] += h
+    mixed = map(
+        add,
+        map(mul, map(nh.__getitem__, source), repeat(0x9E3779B97F4A7C15)),
+        map(nh.__getitem__, target),
+    )
+    h = list(
+        map(
+            and_,
+            map(xor, map(mul, mixed, repeat(0xBF58476D1CE4E5B9)), map(hash, weights)),
+            repeat(_MASK),
+        )
+    )
+    # Edges are sorted by source: a node's outgoing edges are one run, summed by prefix sums.
+    prefix = list(accumulate(h, initial=0))
+    bounds = list(map(bisect_left, repeat(source), range(len(keys) + 1)))
+    acc = list(map(sub, map(prefix.__getitem__, bounds[1:]), map(prefix.__getitem__, bounds)))
+    for b, x in zip(target, h, strict=True):
+        acc[b] += x
     return [x & _MASK for x in acc]
 
 
 def _prepare_previous(graph: WeightedGraph, prev: Hierarchy, digests: list[int]) -> _Prev:
-    paths = prev.paths()
+    labels: list[list[int | None]] = []
+    for communities in prev.levels:
+        label_of: dict[str, int] = {}
+        for label, members in communities.items():
+            label_of.update(dict.fromkeys(members, label))
+        labels.append(list(map(label_of.get, graph.nodes)))
     children: dict[tuple[int, int], list[int]] = {}
     for level, parents in enumerate(prev.parents):
         for label, parent in sorted(parents.items()):
             children.setdefault((level - 1, parent), []).append(label)
     reusable = {prev.levels[lv][lab]: (lv, lab) for lv, lab in children}
-    changed = [prev.digests.get(k) != d for k, d in zip(graph.nodes, digests, strict=True)]
-    return _Prev(prev, [paths.get(k, ()) for k in graph.nodes], changed, reusable, children)
+    changed = list(map(ne, map(prev.digests.get, graph.nodes), digests))
+    return _Prev(prev, labels, changed, reusable, children)
 
 
 def _level_zero(ctx: _Ctx) -> tuple[list[_Node], float]:
@@ -275,44 +401,48 @@ def _level_zero(ctx: _Ctx) -> tuple[list[_Node], float]:
     n = len(ctx.keys)
     connected = sorted({*ctx.source, *ctx.target})
     if len(connected) == n:
-        edges = list(zip(ctx.source, ctx.target, strict=True))
+        ls, lt = ctx.source, ctx.target
     else:
-        local = {v: i for i, v in enumerate(connected)}
-        edges = [(local[a], local[b]) for a, b in zip(ctx.source, ctx.target, strict=True)]
-    start = _warm_start(ctx, connected, 0, edges, ctx.weight)
-    membership, modularity = _leiden(ctx, len(connected), edges, list(ctx.weight), start)
-    groups = _groups(connected, membership)
-    groups.extend([v] for v in sorted(set(range(n)) - set(connected)))
-    by_node = [0] * n
-    for c, members in enumerate(groups):
-        for v in members:
-            by_node[v] = c
-    internal = _internal_edges(ctx, by_node, range(len(ctx.source)), len(groups))
-    nodes = [_split(ctx, members, internal[c], 0) for c, members in enumerate(groups)]
+        local = dict(zip(connected, range(len(connected)), strict=True))
+        ls = list(map(local.__getitem__, ctx.source))
+        lt = list(map(local.__getitem__, ctx.target))
+    start = _warm_start(ctx, connected, 0, ls, lt, ctx.weight)
+    membership, modularity = _leiden(ctx, len(connected), ls, lt, ctx.weight, start)
+    groups, group_of = _groups(len(connected), membership)
+    members = [list(map(connected.__getitem__, g)) for g in groups]
+    members.extend([v] for v in sorted(set(range(n)) - set(connected)))
+    internal = _internal_edges(group_of, ls, lt, range(len(ls)), len(groups))
+    internal.extend([] for _ in range(len(members) - len(groups)))
+    nodes = [_split(ctx, m, internal[c], 0) for c, m in enumerate(members)]
     return nodes, modularity
 
 
 def _internal_edges(
-    ctx: _Ctx, by_node: Mapping[int, int] | Sequence[int], edges: Iterable[int], n_groups: int
+    group_of: Sequence[int],
+    ls: Sequence[int],
+    lt: Sequence[int],
+    edges: Iterable[int],
+    n_groups: int,
 ) -> list[list[int]]:
-    """Indexes of the edges with both ends in the same group, bucketed by group, in order."""
+    """``edges`` (whose local endpoints are ``ls``, ``lt``) with both ends in the same group,
+    bucketed by group, in order."""
     out: list[list[int]] = [[] for _ in range(n_groups)]
-    source, target = ctx.source, ctx.target
-    for e in edges:
-        c = by_node[source[e]]
-        if c == by_node[target[e]]:
-            out[c].append(e)
+    gs = list(map(group_of.__getitem__, ls))
+    inside = map(eq, gs, map(group_of.__getitem__, lt))
+    for e, c in compress(zip(edges, gs, strict=True), inside):
+        out[c].append(e)
     return out
 
 
-def _groups(nodes: Sequence[int], membership: Sequence[int]) -> list[list[int]]:
-    """Members per community, ordered by descending size then smallest member (our labels)."""
+def _groups(n: int, membership: Sequence[int]) -> tuple[list[list[int]], list[int]]:
+    """Members (local indexes ``0..n-1``) per community, ordered by descending size then
+    smallest member (our labels), and each member's group."""
     buckets: dict[int, list[int]] = {}
-    for v, c in zip(nodes, membership, strict=True):
-        buckets.setdefault(c, []).append(v)
-    groups = [sorted(m) for m in buckets.values()]
-    groups.sort(key=lambda m: (-len(m), m[0]))
-    return groups
+    for v, c in zip(range(n), membership, strict=True):
+        buckets.setdefault(c, []).append(v)  # ascending v: each bucket is sorted
+    ordered = sorted(buckets.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
+    rank = {c: g for g, (c, _) in enumerate(ordered)}
+    return [m for _, m in ordered], list(map(rank.__getitem__, membership))
 
 
 def _split(ctx: _Ctx, members: list[int], edges: list[int], depth: int) -> _Node:
@@ -322,27 +452,33 @@ def _split(ctx: _Ctx, members: list[int], edges: list[int], depth: int) -> _Node
     reused = _reuse(ctx, members)
     if reused is not None:
         return reused
-    local = {v: i for i, v in enumerate(members)}
-    ledges = [(local[ctx.source[e]], local[ctx.target[e]]) for e in edges]
-    weights = [ctx.weight[e] for e in edges]
-    start = _warm_start(ctx, members, depth + 1, ledges, weights)
-    membership, _ = _leiden(ctx, len(members), ledges, weights, start)
+    local = dict(zip(members, range(len(members)), strict=True))
+    ls = list(map(local.__getitem__, map(ctx.source.__getitem__, edges)))
+    lt = list(map(local.__getitem__, map(ctx.target.__getitem__, edges)))
+    weights = list(map(ctx.weight.__getitem__, edges))
+    start = _warm_start(ctx, members, depth + 1, ls, lt, weights)
+    membership, _ = _leiden(ctx, len(members), ls, lt, weights, start)
     if len(set(membership)) < 2:
-        membership, _ = _leiden(ctx, len(members), ledges, weights, None, cap=ctx.max_size)
+        membership, _ = _leiden(ctx, len(members), ls, lt, weights, None, cap=ctx.max_size)
     if len(set(membership)) < 2:
         raise HierarchyError(f"Leiden could not split a community of {len(members)} nodes")
-    groups = _groups(members, membership)
-    by_node = {v: c for c, g in enumerate(groups) for v in g}
-    internal = _internal_edges(ctx, by_node, edges, len(groups))
-    return _Node(members, [_split(ctx, g, internal[c], depth + 1) for c, g in enumerate(groups)])
+    groups, group_of = _groups(len(members), membership)
+    internal = _internal_edges(group_of, ls, lt, edges, len(groups))
+    return _Node(
+        members,
+        [
+            _split(ctx, list(map(members.__getitem__, g)), internal[c], depth + 1)
+            for c, g in enumerate(groups)
+        ],
+    )
 
 
 def _reuse(ctx: _Ctx, members: list[int]) -> _Node | None:
     """The previous sub-hierarchy of an identical community none of whose members changed."""
     prev = ctx.prev
-    if prev is None or any(prev.changed[v] for v in members):
+    if prev is None or any(map(prev.changed.__getitem__, members)):
         return None
-    found = prev.reusable.get(frozenset(ctx.keys[v] for v in members))
+    found = prev.reusable.get(frozenset(map(ctx.keys.__getitem__, members)))
     if found is None:
         return None
     index = {ctx.keys[v]: v for v in members}
@@ -350,7 +486,7 @@ def _reuse(ctx: _Ctx, members: list[int]) -> _Node | None:
 
 
 def _copy_subtree(prev: _Prev, level: int, label: int, index: Mapping[str, int]) -> _Node:
-    members = sorted(index[k] for k in prev.hierarchy.levels[level][label])
+    members = sorted(map(index.__getitem__, prev.hierarchy.levels[level][label]))
     kids = prev.children.get((level, label), [])
     return _Node(members, [_copy_subtree(prev, level + 1, c, index) for c in kids])
 
@@ -365,49 +501,49 @@ def _warm_start(
     ctx: _Ctx,
     nodes: Sequence[int],
     level: int,
-    edges: Sequence[tuple[int, int]],
+    ls: Sequence[int],
+    lt: Sequence[int],
     weights: Sequence[float],
 ) -> _Start | None:
     """Initial membership from the nodes' previous labels at ``level`` (see the module
-    docstring), and which nodes stay fixed: the members of intact previous communities."""
+    docstring), and which nodes stay fixed: the members of intact previous communities.
+    ``ls``, ``lt`` are the edges' endpoints as indexes into ``nodes``."""
     prev = ctx.prev
-    if prev is None:
+    if prev is None or level >= len(prev.labels):
         return None
-    labels: list[int | None] = [
-        prev.paths[v][level] if len(prev.paths[v]) > level else None for v in nodes
-    ]
-    if all(lab is None for lab in labels):
+    labels = list(map(prev.labels[level].__getitem__, nodes))
+    if labels.count(None) == len(labels):
         return None
     intact = _intact(prev, nodes, labels, level)
-    fixed = [lab is not None and lab in intact for lab in labels]
-    full = _adopt_new_nodes(labels, edges, weights)
-    inside = [e for e in edges if full[e[0]] == full[e[1]]]
+    fixed = list(map(intact.__contains__, labels))
+    full = _adopt_new_nodes(labels, ls, lt, weights) if None in labels else labels
+    same = map(eq, map(full.__getitem__, ls), map(full.__getitem__, lt))
+    inside = list(compress(zip(ls, lt, strict=True), same))
     pieces = _igraph(len(full), inside).connected_components()
     return _Start(list(pieces), fixed)
 
 
 def _intact(
     prev: _Prev, nodes: Sequence[int], labels: Sequence[int | None], level: int
-) -> set[int]:
+) -> set[int | None]:
     """Previous labels all of whose members are here and unchanged."""
-    count: dict[int, int] = {}
-    broken: set[int] = set()
-    for v, lab in zip(nodes, labels, strict=True):
-        if lab is not None:
-            count[lab] = count.get(lab, 0) + 1
-            if prev.changed[v]:
-                broken.add(lab)
+    count = Counter(labels)
+    broken = set(compress(labels, map(prev.changed.__getitem__, nodes)))
     sizes = prev.hierarchy.levels[level]
-    return {lab for lab, c in count.items() if lab not in broken and c == len(sizes[lab])}
+    return {
+        lab
+        for lab, c in count.items()
+        if lab is not None and lab not in broken and c == len(sizes[lab])
+    }
 
 
 def _adopt_new_nodes(
-    labels: Sequence[int | None], edges: Sequence[tuple[int, int]], weights: Sequence[float]
+    labels: Sequence[int | None], ls: Sequence[int], lt: Sequence[int], weights: Sequence[float]
 ) -> list[int]:
     """A node without a previous label takes the previous label with the heaviest total edge
     weight among its neighbours (ties: smallest label), else a fresh singleton label."""
     votes: dict[int, dict[int, float]] = {}
-    for (a, b), w in zip(edges, weights, strict=True):
+    for a, b, w in zip(ls, lt, weights, strict=True):
         la_, lb = labels[a], labels[b]
         if la_ is None and lb is not None:
             tally = votes.setdefault(a, {})
@@ -436,17 +572,18 @@ def _igraph(n: int, edges: list[tuple[int, int]]) -> ig.GraphBase:
 def _leiden(
     ctx: _Ctx,
     n: int,
-    edges: list[tuple[int, int]],
-    weights: list[float],
+    ls: Sequence[int],
+    lt: Sequence[int],
+    weights: Sequence[float],
     start: _Start | None,
     cap: int = 0,
 ) -> tuple[list[int], float]:
     """One Leiden run from ``start``; ``cap`` > 0 enforces a maximum community size."""
-    if not edges:
+    if not ls:
         return list(range(n)), 0.0
-    g = _igraph(n, edges)
+    g = _igraph(n, list(zip(ls, lt, strict=True)))
     initial = start.membership if start is not None else None
-    partition = la.ModularityVertexPartition(g, weights=weights, initial_membership=initial)
+    partition = la.ModularityVertexPartition(g, weights=list(weights), initial_membership=initial)
     if start is not None and all(start.fixed):
         return list(partition.membership), float(partition.modularity)
     optimiser = la.Optimiser()
@@ -473,7 +610,7 @@ def _flatten(
         parents.append({})
         below: list[tuple[_Node, int | None]] = []
         for label, (node, parent) in enumerate(frontier):
-            levels[level][label] = frozenset(keys[v] for v in node.members)
+            levels[level][label] = frozenset(map(keys.__getitem__, node.members))
             if parent is not None:
                 parents[level][label] = parent
             kids = sorted(node.children, key=lambda c: (-len(c.members), c.members[0]))

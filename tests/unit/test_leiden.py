@@ -13,6 +13,8 @@ from graph.leiden import (
     Hierarchy,
     HierarchyError,
     WeightedGraph,
+    _canonical_arrow,
+    _canonical_python,
     build_graph,
     hierarchical_leiden,
 )
@@ -189,6 +191,29 @@ class TestInput:
     def test_duplicate_pairs_are_summed_and_self_loops_dropped(self) -> None:
         g = build_graph(["c"], [("a", "b", 1.0), ("b", "a", 2.0), ("a", "a", 5.0)])
         assert g == WeightedGraph(("a", "b", "c"), ((0, 1),), (3.0,))
+
+    def test_arrow_and_python_canonicalisation_agree(self) -> None:
+        # build_graph canonicalises with Arrow and falls back to Python for keys Arrow cannot
+        # hold: both must give the same graph (key order is code point order in both)
+        rng = random.Random(9)
+        alphabet = ["a", "B", "z", "é", "ß", "中", "\uffff", "😀", "0", " "]
+        keys = ["".join(rng.choices(alphabet, k=rng.randrange(1, 4))) for _ in range(40)]
+        edges = [
+            (rng.choice(keys), rng.choice(keys), rng.choice([0.0, 0.5, 1.0, 0.1, 0.2, 0.7]))
+            for _ in range(300)
+        ]  # repeated pairs in both directions, self-loops and zero weights included
+        sources, targets, weights = ([e[i] for e in edges] for i in range(3))
+        nodes = ["lonely", *keys[:5]]
+        arrow = _canonical_arrow(nodes, sources, targets, weights)  # type: ignore[arg-type]
+        python = _canonical_python(nodes, sources, targets, weights)  # type: ignore[arg-type]
+        assert arrow == python
+        assert arrow.nodes == tuple(sorted({*nodes, *keys}))
+        assert len(set(arrow.edges)) == len(arrow.edges) < 300
+
+    def test_keys_arrow_cannot_encode_fall_back_to_python(self) -> None:
+        lone = "\ud800"  # a lone surrogate: a str, but no UTF-8
+        g = build_graph([], [(lone, "b", 1.0), ("b", lone, 2.0), ("a", "b", 1.0)])
+        assert g == WeightedGraph(("a", "b", lone), ((0, 1), (1, 2)), (1.0, 3.0))
 
     @pytest.mark.parametrize("weight", [-1.0, float("nan"), float("inf")])
     def test_bad_weights_are_refused(self, weight: float) -> None:
