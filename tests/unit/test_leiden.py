@@ -136,6 +136,18 @@ class TestHierarchyShape:
                 else:
                     assert len(members) <= 10
 
+    def test_modularity_is_the_weighted_one(self) -> None:
+        # the objective is weighted modularity; so is the reported figure (leidenalg's
+        # ``modularity`` property is igraph's unweighted one: 0.0 on this graph)
+        edges = [("a", "b", 10.0), ("b", "c", 1.0), ("c", "d", 10.0), ("a", "d", 1.0)]
+        g = build_graph([], edges)
+        h = hierarchical_leiden(g)
+        label = {k: lab for lab, m in h.levels[0].items() for k in m}
+        weighted = ig.GraphBase(4, list(g.edges), False).modularity(
+            [label[k] for k in g.nodes], weights=list(g.weights)
+        )
+        assert h.modularity == pytest.approx(weighted) and h.modularity > 0.4
+
     def test_isolated_nodes_are_singletons(self) -> None:
         nodes, edges = cliques(3, 5)
         h = run([*nodes, "lonely-a", "lonely-b"], edges)
