@@ -401,8 +401,9 @@ def _level_zero(ctx: _Ctx) -> tuple[list[_Node], float]:
         local = dict(zip(connected, range(len(connected)), strict=True))
         ls = list(map(local.__getitem__, ctx.source))
         lt = list(map(local.__getitem__, ctx.target))
-    start = _warm_start(ctx, connected, 0, ls, lt, ctx.weight)
-    membership, partition = _leiden(ctx, len(connected), ls, lt, ctx.weight, start)
+    g = _igraph(len(connected), ls, lt)
+    start = _warm_start(ctx, g, connected, 0, ls, lt, ctx.weight)
+    membership, partition = _leiden(ctx, g, ctx.weight, start)
     modularity = 0.0 if partition is None else float(partition.quality())
     groups, group_of = _groups(len(connected), membership)
     members = [list(map(connected.__getitem__, g)) for g in groups]
@@ -452,10 +453,11 @@ def _split(ctx: _Ctx, members: list[int], edges: list[int], depth: int) -> _Node
     ls = list(map(local.__getitem__, map(ctx.source.__getitem__, edges)))
     lt = list(map(local.__getitem__, map(ctx.target.__getitem__, edges)))
     weights = list(map(ctx.weight.__getitem__, edges))
-    start = _warm_start(ctx, members, depth + 1, ls, lt, weights)
-    membership, _ = _leiden(ctx, len(members), ls, lt, weights, start)
+    g = _igraph(len(members), ls, lt)
+    start = _warm_start(ctx, g, members, depth + 1, ls, lt, weights)
+    membership, _ = _leiden(ctx, g, weights, start)
     if len(set(membership)) < 2:
-        membership, _ = _leiden(ctx, len(members), ls, lt, weights, None, cap=ctx.max_size)
+        membership, _ = _leiden(ctx, g, weights, None, cap=ctx.max_size)
     if len(set(membership)) < 2:
         raise HierarchyError(f"Leiden could not split a community of {len(members)} nodes")
     groups, group_of = _groups(len(members), membership)
@@ -495,6 +497,7 @@ class _Start:
 
 def _warm_start(
     ctx: _Ctx,
+    g: ig.GraphBase,
     nodes: Sequence[int],
     level: int,
     ls: Sequence[int],
@@ -503,7 +506,7 @@ def _warm_start(
 ) -> _Start | None:
     """Initial membership from the nodes' previous labels at ``level`` (see the module
     docstring), and which nodes stay fixed: the members of intact previous communities.
-    ``ls``, ``lt`` are the edges' endpoints as indexes into ``nodes``."""
+    ``g`` is the run's graph, whose edges ``ls``, ``lt`` are indexes into ``nodes``."""
     prev = ctx.prev
     if prev is None or level >= len(prev.labels):
         return None
@@ -514,8 +517,8 @@ def _warm_start(
     fixed = list(map(intact.__contains__, labels))
     full = _adopt_new_nodes(labels, ls, lt, weights) if None in labels else labels
     same = map(eq, map(full.__getitem__, ls), map(full.__getitem__, lt))
-    inside = list(compress(zip(ls, lt, strict=True), same))
-    pieces = _igraph(len(full), inside).connected_components()
+    inside = list(compress(range(len(ls)), same))
+    pieces = g.subgraph_edges(inside, delete_vertices=False).connected_components()
     return _Start(list(pieces), fixed)
 
 
@@ -558,18 +561,16 @@ def _adopt_new_nodes(
     return full
 
 
-def _igraph(n: int, edges: list[tuple[int, int]]) -> ig.GraphBase:
+def _igraph(n: int, ls: Sequence[int], lt: Sequence[int]) -> ig.GraphBase:
     """An undirected igraph graph. ``GraphBase``, not ``Graph``: ``Graph.__init__`` probes for
     numpy on every call, which costs more than a small sub-run's Leiden when numpy is absent;
     leidenalg only needs the base type."""
-    return ig.GraphBase(n, edges, False)
+    return ig.GraphBase(n, list(zip(ls, lt, strict=True)), False)
 
 
 def _leiden(
     ctx: _Ctx,
-    n: int,
-    ls: Sequence[int],
-    lt: Sequence[int],
+    g: ig.GraphBase,
     weights: Sequence[float],
     start: _Start | None,
     cap: int = 0,
@@ -577,9 +578,8 @@ def _leiden(
     """One Leiden run from ``start``; ``cap`` > 0 enforces a maximum community size. Returns
     the membership and the partition (None without edges), whose ``quality()`` is the
     weighted modularity: its ``modularity`` property is igraph's, which ignores weights."""
-    if not ls:
-        return list(range(n)), None
-    g = _igraph(n, list(zip(ls, lt, strict=True)))
+    if not weights:
+        return list(range(g.vcount())), None
     initial = start.membership if start is not None else None
     partition = la.ModularityVertexPartition(g, weights=list(weights), initial_membership=initial)
     if start is not None and all(start.fixed):
