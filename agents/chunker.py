@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from typing import Any
@@ -54,7 +55,9 @@ def register(topo: Topology) -> None:
         async for batch in stream.take_events(100, within=0.5):
             pending: list[Any] = []
             writes: list[tuple[Any, str, dict[str, Any]]] = []
-            for event in batch:
+            for n, event in enumerate(batch, 1):
+                if not n % 10:
+                    await asyncio.sleep(0)  # tokenising is CPU work: let LLM calls in between
                 try:
                     doc = parse_document(event.value, max_chars=max_chars)
                 except InvalidDocumentError as e:
