@@ -28,7 +28,10 @@ hierarchy). A previous community that is *intact* — all its members still in t
 set and none changed — starts fixed (leidenalg ``is_membership_fixed``): other nodes may join
 it, but nothing far from a change is reshuffled. Without this an unchanged graph is not a fixed
 point (every bounded Leiden run still finds small gains and moves communities around), and
-every such move would cost a report. A community whose members are identical to a previous
+every such move would cost a report. Fixed members of one starting community enter leidenalg
+contracted into one fixed node (their edges kept, internal ones as self-loops, so modularity
+is that of the whole graph): they cannot move anyway, and Leiden has fewer nodes to visit. A
+community whose members are identical to a previous
 split community and none of them changed has exactly the previous induced subgraph, so its
 previous sub-hierarchy is copied instead of re-partitioned: reuse never serves stale structure.
 
@@ -403,7 +406,7 @@ def _level_zero(ctx: _Ctx) -> tuple[list[_Node], float]:
         lt = list(map(local.__getitem__, ctx.target))
     g = _igraph(len(connected), ls, lt)
     start = _warm_start(ctx, g, connected, 0, ls, lt, ctx.weight)
-    membership, partition = _leiden(ctx, g, ctx.weight, start)
+    membership, partition = _warm_leiden(ctx, g, ls, lt, ctx.weight, start)
     modularity = 0.0 if partition is None else float(partition.quality())
     groups, group_of = _groups(len(connected), membership)
     members = [list(map(connected.__getitem__, g)) for g in groups]
@@ -455,7 +458,7 @@ def _split(ctx: _Ctx, members: list[int], edges: list[int], depth: int) -> _Node
     weights = list(map(ctx.weight.__getitem__, edges))
     g = _igraph(len(members), ls, lt)
     start = _warm_start(ctx, g, members, depth + 1, ls, lt, weights)
-    membership, _ = _leiden(ctx, g, weights, start)
+    membership, _ = _warm_leiden(ctx, g, ls, lt, weights, start)
     if len(set(membership)) < 2:
         membership, _ = _leiden(ctx, g, weights, None, cap=ctx.max_size)
     if len(set(membership)) < 2:
@@ -566,6 +569,50 @@ def _igraph(n: int, ls: Sequence[int], lt: Sequence[int]) -> ig.GraphBase:
     numpy on every call, which costs more than a small sub-run's Leiden when numpy is absent;
     leidenalg only needs the base type."""
     return ig.GraphBase(n, list(zip(ls, lt, strict=True)), False)
+
+
+def _warm_leiden(
+    ctx: _Ctx,
+    g: ig.GraphBase,
+    ls: Sequence[int],
+    lt: Sequence[int],
+    weights: Sequence[float],
+    start: _Start | None,
+) -> tuple[list[int], la.ModularityVertexPartition | None]:
+    """``_leiden`` from ``start`` with each group of fixed nodes sharing a starting community
+    contracted into one fixed node (the group's edges kept: internal ones become self-loops,
+    so every community's internal weight and total degree, hence modularity, are those of
+    the uncontracted graph). Fixed nodes never move, so the run optimises the same thing
+    with fewer nodes to visit; other nodes may still join the contracted community."""
+    if start is None or all(start.fixed) or not any(start.fixed):
+        return _leiden(ctx, g, weights, start)
+    node_of, membership, fixed = _contract(start)
+    if len(membership) == len(node_of):
+        return _leiden(ctx, g, weights, start)  # no two fixed nodes share a community
+    contracted = _igraph(
+        len(membership), list(map(node_of.__getitem__, ls)), list(map(node_of.__getitem__, lt))
+    )
+    labels, partition = _leiden(ctx, contracted, weights, _Start(membership, fixed))
+    return list(map(labels.__getitem__, node_of)), partition
+
+
+def _contract(start: _Start) -> tuple[list[int], list[int], list[bool]]:
+    """Per node its contracted node (in node order: fixed nodes of one starting community
+    share the first one's), and per contracted node its starting community and fixedness."""
+    node_of: list[int] = []
+    membership: list[int] = []
+    fixed: list[bool] = []
+    shared: dict[int, int] = {}
+    for label, is_fixed in zip(start.membership, start.fixed, strict=True):
+        if is_fixed and label in shared:
+            node_of.append(shared[label])
+            continue
+        if is_fixed:
+            shared[label] = len(membership)
+        node_of.append(len(membership))
+        membership.append(label)
+        fixed.append(is_fixed)
+    return node_of, membership, fixed
 
 
 def _leiden(

@@ -6,15 +6,19 @@ import random
 from itertools import combinations
 
 import igraph as ig
+import leidenalg as la
 import orjson
 import pytest
 
+import graph.leiden as leiden_module
 from graph.leiden import (
     Hierarchy,
     HierarchyError,
     WeightedGraph,
     _canonical_arrow,
     _canonical_python,
+    _contract,
+    _Start,
     build_graph,
     hierarchical_leiden,
 )
@@ -191,6 +195,51 @@ class TestWarmStart:
             return {m for lv in h.levels[1:] for m in lv.values() if m <= module5}
 
         assert subtree(second) == subtree(first) and len(subtree(first)) >= 2
+
+    def test_warm_start_with_contracted_fixed_communities_is_order_free(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # intact communities enter Leiden contracted (one node per fixed group): that path
+        # must be as order-free as the rest, and must actually run here
+        nodes, edges = modules(12, 30, 0.4, 40, seed=5)
+        first = run(nodes, edges)
+        rng = random.Random(8)
+        changed = [*edges, *((rng.choice(nodes), rng.choice(nodes), 1.0) for _ in range(6))]
+        calls: list[int] = []
+        real = leiden_module._contract
+
+        def counting(start: _Start) -> tuple[list[int], list[int], list[bool]]:
+            calls.append(1)
+            return real(start)
+
+        monkeypatch.setattr(leiden_module, "_contract", counting)
+        second = run(nodes, changed, previous=first)
+        assert calls
+        for seed in (1, 2):
+            assert run(*shuffled(nodes, changed, seed), previous=first) == second
+        assert max(len(m) for m in second.leaves()) <= 10
+
+    def test_contracting_fixed_groups_keeps_modularity(self) -> None:
+        nodes, edges = modules(4, 12, 0.5, 10, seed=2)
+        g = build_graph(nodes, edges)
+        rng = random.Random(3)
+        membership = [v // 6 for v in range(len(g.nodes))]
+        fixed = [label % 2 == 0 for label in membership]  # every other group fixed
+        node_of, c_membership, c_fixed = _contract(_Start(membership, fixed))
+        assert len(c_membership) < len(membership) and c_fixed.count(True) == 4
+        whole = ig.GraphBase(len(g.nodes), list(g.edges), False)
+        contracted = ig.GraphBase(
+            len(c_membership), [(node_of[a], node_of[b]) for a, b in g.edges], False
+        )
+        for _ in range(5):  # any partition that keeps each fixed group together
+            labels = [rng.randrange(5) for _ in c_membership]
+            q_whole = la.ModularityVertexPartition(
+                whole, weights=list(g.weights), initial_membership=[labels[c] for c in node_of]
+            ).quality()
+            q_contracted = la.ModularityVertexPartition(
+                contracted, weights=list(g.weights), initial_membership=labels
+            ).quality()
+            assert q_contracted == pytest.approx(q_whole, abs=1e-12)
 
     def test_paths_are_an_accepted_warm_start(self) -> None:
         nodes, edges = modules(8, 20, 0.4, 30, seed=7)
