@@ -33,6 +33,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from agents import community_runner
+from kgrag.children import die_with_parent
 from kgrag.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,9 @@ class CommunityJob:
         self.feed = Feed()
         self.runs = 0
         self._pool = ProcessPoolExecutor(
-            max_workers=1, mp_context=multiprocessing.get_context("spawn")
+            max_workers=1,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=die_with_parent,  # never outlive a job process that was killed
         )
         self._settings_json = settings.model_dump_json()
 
