@@ -10,7 +10,8 @@ how many of the context's relationships they carry. That second key takes no acc
 question, so of the many articles naming a well-known entity it shows those about anything
 at all (asked about Balladur and consumer prices, articles on the Paris bourse reform as
 readily as those on inflation). Here the question breaks that order: among the units of one
-entity, the nearest to the question come first (``distances``: the question's embedding
+entity, the nearest to the question come first (``distances``: the embedding of what the
+question asks beyond the names it matched, see ``query.context.question_beyond_names``,
 against the text units' vectors, from one vector search filtered to the candidate units, see
 ``query.context.text_unit_distances``), then those carrying more of the context's
 relationships. A unit without a distance (the vector store may lag the snapshot, or the

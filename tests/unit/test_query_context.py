@@ -1,15 +1,22 @@
-"""Local-search context: budgets and proportions, ranking, skipped hits, history, windows."""
+"""Local-search context: budgets and proportions, ranking, skipped hits, history, windows, and
+what the question asks beyond the names it matched."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import date
 
 import pytest
 
 from graph.hashing_embedding import HashingEmbedder
 from graph.keys import entity_key
-from query.context import LocalContextConfig, build_local_context, local_context
+from query.context import (
+    LocalContextConfig,
+    build_local_context,
+    local_context,
+    question_beyond_names,
+)
 from query.history import history_table
 from query.index import QueryIndex
 from query.time_window import TimeWindow
@@ -221,3 +228,82 @@ class TestHistory:
         )
         assert with_history.text == bare.text
         assert "latest question about Kuwait" in with_history.history
+
+
+class RecordingEmbedder(HashingEmbedder):
+    def __init__(self) -> None:
+        super().__init__(256)
+        self.calls: list[list[str]] = []
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
+        return await super().embed(texts)
+
+
+def names_world() -> QueryIndex:
+    names = ["International Monetary Fund", "EC", "European Community", "Crude Oil", "OPEC"]
+    ents = [ent(i + 1, n, f"{n} is named here.", ["chunk-1"]) for i, n in enumerate(names)]
+    ents.append(
+        ent(9, "Paul Volcker", "Paul Volcker is a central banker.", ["chunk-1"], type="person")
+    )
+    return QueryIndex.from_snapshot(
+        snapshot(ents, units=[unit(1, "The names in one story.", "1987-03-02", ents)])
+    )
+
+
+class TestBeyondTheNames:
+    @pytest.mark.parametrize(
+        ("question", "named", "rest"),
+        [
+            # the proper-noun phrase naming the entity goes, the topic stays
+            (
+                "What happened involving European Community in sugar?",
+                ["european community"],
+                "sugar",
+            ),
+            # a lower-case topic stays even when it is an entity's name
+            ("What did OPEC do about crude oil prices?", ["opec", "crude oil"], "crude oil prices"),
+            # a person named by the surname
+            ("What did Volcker say on interest rates?", ["paul volcker"], "interest rates"),
+            # acronyms, either way
+            ("Has the IMF lent to Brazil?", ["international monetary fund"], "lent brazil"),
+            ("What did the European Community decide?", ["ec"], "decide"),
+            # a name the question does not name (a vector hit) is not taken out
+            ("What did OPEC decide?", [], "opec decide"),
+            # nothing left: the caller falls back to the whole question
+            ("Tell me about OPEC", ["opec"], ""),
+        ],
+    )
+    def test_the_names_matched_are_taken_out(
+        self, question: str, named: list[str], rest: str
+    ) -> None:
+        assert question_beyond_names(question, named, names_world()) == rest
+
+    async def test_question_and_remainder_embedded_in_one_call(self) -> None:
+        index = QueryIndex.from_snapshot(world())
+        embedder = RecordingEmbedder()
+        await local_context(
+            "What did OPEC keep after its quota accord?",
+            index=index,
+            embedder=embedder,
+            store=await entity_store(index),
+            config=LocalContextConfig(),
+            count_tokens=words,
+        )
+        assert embedder.calls == [
+            ["What did OPEC keep after its quota accord?", "keep quota accord"]
+        ]
+
+    async def test_the_whole_question_when_nothing_is_left(self) -> None:
+        index = QueryIndex.from_snapshot(world())
+        embedder = RecordingEmbedder()
+        ctx = await local_context(
+            "Tell me about OPEC",
+            index=index,
+            embedder=embedder,
+            store=await entity_store(index),
+            config=LocalContextConfig(top_k_entities=1),
+            count_tokens=words,
+        )
+        assert embedder.calls == [["Tell me about OPEC"]]
+        assert ctx.entity_keys == ("opec",) and set(ctx.ids["Sources"]) == {1, 2}

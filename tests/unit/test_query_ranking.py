@@ -1,4 +1,5 @@
-"""Sources order: entity rank first, then the question's distance to each text unit."""
+"""Sources order: entity rank first, then the distance of each text unit to what the question
+asks beyond the names it matched."""
 
 from __future__ import annotations
 
@@ -17,7 +18,15 @@ from query.context import (
 from query.index import QueryIndex
 from query.ranking import rank_text_units
 from query.time_window import TimeWindow
-from tests.unit.test_query_support import DictVectorStore, entity_store, words, world
+from tests.unit.test_query_support import (
+    DictVectorStore,
+    ent,
+    entity_store,
+    snapshot,
+    unit,
+    words,
+    world,
+)
 
 
 class RecordingStore(DictVectorStore):
@@ -159,3 +168,55 @@ class TestLocalContext:
         )
         assert [kind for kind, _, _ in store.searches] == ["entity"]
         assert list(ctx.ids["Sources"]) == [1, 2]
+
+
+def big_entity_world() -> QueryIndex:
+    """One well-known organisation: one of its units repeats its name about something else,
+    the other names it once, about sugar."""
+    ec = ent(1, "European Community", "The European Community is a trade bloc.", [], 5)
+    units = [
+        unit(
+            1,
+            "European Community ministers met. The European Community said the European "
+            "Community would hold.",
+            "1987-03-02",
+            [ec],
+        ),
+        unit(
+            2,
+            "The European Community sold white sugar at its weekly tender, traders in Brussels "
+            "said.",
+            "1987-03-03",
+            [ec],
+        ),
+    ]
+    return QueryIndex.from_snapshot(snapshot([ec], units=units))
+
+
+class TestBeyondTheNames:
+    QUESTION = "What happened involving European Community in sugar?"
+
+    async def test_the_unit_about_the_topic_comes_first_for_a_big_entity(self) -> None:
+        index = big_entity_world()
+        store = await recording_store(index)
+        ctx = await local_context(
+            self.QUESTION,
+            index=index,
+            embedder=HashingEmbedder(256),
+            store=store,
+            config=LocalContextConfig(top_k_entities=1),
+            count_tokens=words,
+        )
+        assert ctx.entity_keys == ("european community",)
+        assert list(ctx.ids["Sources"]) == [2, 1]
+        assert [kind for kind, _, _ in store.searches] == ["entity", "text_unit"]
+
+    async def test_the_whole_question_would_put_the_name_repeating_unit_first(self) -> None:
+        # the old order: the entity's own words dominate the question's vector
+        index = big_entity_world()
+        store = await recording_store(index)
+        [vector] = await HashingEmbedder(256).embed([self.QUESTION])
+        distances = await text_unit_distances(
+            vector, ["european community"], index=index, store=store, window=TimeWindow()
+        )
+        assert distances["chunk-1"] < distances["chunk-2"]
