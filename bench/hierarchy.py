@@ -200,6 +200,7 @@ def main() -> None:
         result = bench_size(n, args.iterations)
         runs.append(result)
         print(json.dumps(result, indent=2), flush=True)
+    info["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     big = next((r for r in runs if r["nodes"] == 100_000), None)
     report = {
         "bench": "hierarchy",
