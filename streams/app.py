@@ -15,8 +15,10 @@ from typing import Any
 
 import faust
 
+from kgrag.lag import WORKER_TOPICS
 from kgrag.settings import Settings
 from kgrag.tokenizer import ensure_offline_bpe
+from streams import watchdog
 from streams.batching import DurableTable
 from streams.records import DeadLetter
 
@@ -112,4 +114,5 @@ def build(settings: Settings, *, agents: bool = True) -> Topology:
         extractor.register(topo)
         merger.register(topo)
         embedder.register(topo)
+        watchdog.register(app, [settings.topic(name) for name in WORKER_TOPICS])
     return topo

@@ -209,12 +209,13 @@ async def test_workers_joining_and_leaving_mid_stream_build_the_same_graph(
             view = await fold_until(
                 settings, complete(reference), timeout=420, what="the scaled run"
             )
-        except AssertionError:
+        except AssertionError as stalled:
             for w in (second, third):
                 w.dump_tasks()
             await asyncio.sleep(3)
             raise AssertionError(
-                f"{second.log_path}\n{second.log_tail(300)}\n{third.log_path}\n{third.log_tail(300)}"
+                f"{stalled}\n{second.log_path}\n{second.log_tail(300)}\n"
+                f"{third.log_path}\n{third.log_tail(300)}"
             ) from None
     finally:
         for w in (first, second, third):

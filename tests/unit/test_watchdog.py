@@ -1,0 +1,122 @@
+"""The stall watchdog finds partitions faust stopped delivering, and only those."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from streams.watchdog import StallWatch
+
+
+class TP(NamedTuple):
+    topic: str
+    partition: int
+
+
+def _offsets() -> dict[TP, int | None]:
+    return defaultdict(lambda: None)
+
+
+@dataclass(frozen=True)
+class FakeMessage:
+    tp: TP
+
+
+@dataclass
+class FakeConsumer:
+    ends: dict[TP, int]
+    flow_active: bool = True
+    _committed_offset: dict[TP, int | None] = field(default_factory=lambda: _offsets())
+    _read_offset: dict[TP, int | None] = field(default_factory=lambda: _offsets())
+    _unacked_messages: set[Any] = field(default_factory=set)
+    _paused_partitions: set[TP] = field(default_factory=set)
+    seeks: int = 0
+
+    def assignment(self) -> set[TP]:
+        return set(self.ends)
+
+    def highwater(self, tp: TP) -> int:
+        return self.ends[tp]
+
+    def resume_partitions(self, tps: set[TP]) -> None:
+        self._paused_partitions -= set(tps)
+
+    async def perform_seek(self) -> None:
+        self.seeks += 1
+
+
+@dataclass
+class FakeApp:
+    consumer: FakeConsumer
+    rebalancing: bool = False
+    in_recovery: bool = False
+
+
+ITEMS, OTHER = TP("ns.entity-items", 3), TP("ns.other", 0)
+
+
+def _watch(**consumer: Any) -> tuple[StallWatch, FakeConsumer]:
+    c = FakeConsumer(ends={ITEMS: 100, OTHER: 100}, **consumer)
+    c._committed_offset[ITEMS] = 60
+    c._read_offset[ITEMS] = 99
+    return StallWatch(FakeApp(c), frozenset({ITEMS.topic}), stall_s=30.0), c
+
+
+def test_a_partition_behind_with_nothing_in_flight_is_stalled_after_the_grace_period() -> None:
+    watch, _ = _watch()
+    assert watch.stalled(0.0) == []  # first sight starts the clock
+    assert watch.stalled(29.0) == []
+    [(tp, facts)] = watch.stalled(31.0)
+    assert tp == ITEMS and facts["committed"] == 60 and facts["end"] == 100
+
+
+def test_only_watched_topics_count() -> None:
+    watch, c = _watch()
+    c._committed_offset[OTHER] = 0
+    watch.stalled(0.0)
+    assert [tp for tp, _ in watch.stalled(60.0)] == [ITEMS]
+
+
+def test_a_partition_with_a_message_in_processing_is_not_stalled() -> None:
+    watch, c = _watch()
+    c._unacked_messages.add(FakeMessage(ITEMS))
+    watch.stalled(0.0)
+    assert watch.stalled(120.0) == []
+
+
+def test_progress_restarts_the_clock() -> None:
+    watch, c = _watch()
+    watch.stalled(0.0)
+    c._committed_offset[ITEMS] = 70
+    assert watch.stalled(31.0) == []
+    assert watch.stalled(60.0) == []
+    assert len(watch.stalled(62.0)) == 1
+
+
+def test_a_caught_up_partition_is_not_stalled() -> None:
+    watch, c = _watch()
+    c._committed_offset[ITEMS] = 100
+    watch.stalled(0.0)
+    assert watch.stalled(600.0) == []
+
+
+def test_nothing_is_judged_during_a_rebalance_and_the_clock_restarts_after_it() -> None:
+    watch, _ = _watch()
+    watch.stalled(0.0)
+    app: Any = watch.app
+    app.rebalancing = True
+    assert watch.stalled(40.0) == []
+    app.rebalancing = False
+    assert watch.stalled(41.0) == []  # clock restarted at 41
+    assert len(watch.stalled(72.0)) == 1
+
+
+async def test_repair_seeks_back_to_committed_and_resumes_a_paused_partition() -> None:
+    watch, c = _watch()
+    c._paused_partitions.add(ITEMS)
+    watch.stalled(0.0)
+    watch.stalled(31.0)
+    await watch.repair([ITEMS])
+    assert c.seeks == 1 and ITEMS not in c._paused_partitions and watch.repairs == 1
+    assert watch.stalled(32.0) == []  # watched afresh after the repair
