@@ -79,16 +79,7 @@ def build(settings: Settings, *, agents: bool = True) -> Topology:
     ensure_offline_bpe()  # before any tokenizer use in this process
     app = create_app(settings)
     topo = Topology(settings=settings, app=app)
-    for name in (
-        "documents",
-        "chunks",
-        "extractions",
-        "entity_items",
-        "relationship_items",
-        "claim_items",
-        "graph_changes",
-        "community_events",
-    ):
+    for name in (*WORKER_TOPICS, "community_events"):
         topo.topics[name] = app.topic(
             settings.topic(name), key_serializer="raw", value_serializer="raw", value_type=bytes
         )
