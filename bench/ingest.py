@@ -289,30 +289,45 @@ EXTRACTION_KINDS = frozenset({"extract_graph", "glean_continue", "glean_loop", "
 
 
 def busy_from_calls(calls: list[dict[str, Any]], latency_s: float, capacity: int) -> dict[str, Any]:
-    """Extraction calls only (the community job's summaries run later, in the same worker):
-    each call occupies [timestamp, timestamp + latency]; the in-flight curve integrated over
-    the extraction window (first call to last end), divided by the capacity. ``while_active``
-    divides by the time at least one call was in flight instead (the gaps between batches
-    left out)."""
-    starts = sorted(
-        float(c["timestamp"])
+    """Extraction calls only (the community job's summaries run later, in the same worker),
+    over the extraction window (first call's arrival to last call's end), divided by the
+    capacity:
+
+    - ``busy_fraction``: each call occupies its service time at the server, from the request's
+      arrival to its response being ready (parsing, the server's checks, the latency and the
+      answer's computation). A call holds a slot of the client's concurrency at least that
+      long, so this is a lower bound of how busy the configured concurrency was.
+    - ``busy_fraction_latency_only``: each call counted as the configured latency alone, as
+      if the server cost nothing (the figure reported before the service time was recorded).
+
+    ``while_active`` divides by the time at least one call was in flight instead (the gaps
+    between batches left out)."""
+    spans = sorted(
+        (float(c["timestamp"]), float(c.get("service_s") or latency_s))
         for c in calls
         if c["kind"] in EXTRACTION_KINDS and c["path"].endswith("completions")
     )
-    if not starts:
+    if not spans:
         return {}
-    span = starts[-1] + latency_s - starts[0]
-    area = len(starts) * latency_s
-    busy_time, end = 0.0, starts[0]
-    for s in starts:
-        busy_time += max(0.0, s + latency_s - max(s, end))
-        end = max(end, s + latency_s)
+    start = spans[0][0]
+    finish = max(s + d for s, d in spans)
+    window = finish - start
+    area = sum(d for _, d in spans)
+    busy_time, end = 0.0, start
+    for s, d in spans:
+        busy_time += max(0.0, s + d - max(s, end))
+        end = max(end, s + d)
+    latency_window = spans[-1][0] + latency_s - start
     return {
-        "extraction_calls": len(starts),
-        "window_s": round(span, 2),
-        "mean_in_flight": round(area / span, 2),
-        "busy_fraction": round(area / (span * capacity), 3),
-        "idle_s_between_batches": round(span - busy_time, 2),
+        "extraction_calls": len(spans),
+        "window_s": round(window, 2),
+        "mean_service_s": round(area / len(spans), 4),
+        "mean_in_flight": round(area / window, 2),
+        "busy_fraction": round(area / (window * capacity), 3),
+        "busy_fraction_latency_only": round(
+            len(spans) * latency_s / (latency_window * capacity), 3
+        ),
+        "idle_s_between_batches": round(window - busy_time, 2),
         "busy_fraction_while_active": round(area / (busy_time * capacity), 3),
     }
 

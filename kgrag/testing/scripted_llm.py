@@ -101,6 +101,10 @@ class RecordedCall:
     fault: str | None = None  # name of the injected fault, if any
     input: list[str] = field(default_factory=list)  # embedding inputs
     response: str = ""  # the answer's text (chat) when status is 200
+    # seconds from the request's arrival to its response being ready (parsing, checks,
+    # latency and the answer's computation): how long the call held one of the client's slots
+    # here, at the least
+    service_s: float = 0.0
 
 
 # ==== the server =============================================================================
@@ -235,13 +239,14 @@ class ScriptedLLMServer:
             self.in_flight -= 1
 
     async def chat(self, request: web.Request) -> web.Response:
+        arrived, arrived_at = time.monotonic(), time.time()
         try:
             body = await request.json()
             messages = list(body["messages"])
         except (ValueError, KeyError, TypeError) as e:
             return self._error(400, f"invalid request body: {e}", "invalid_request_error")
         kind = classify(messages)
-        call = RecordedCall(kind, messages, time.time(), 200, model=str(body.get("model", "")))
+        call = RecordedCall(kind, messages, arrived_at, 200, model=str(body.get("model", "")))
         await self._enter()
         try:
             if (failure := await self._http_fault(call)) is not None:
@@ -260,6 +265,7 @@ class ScriptedLLMServer:
             return web.json_response(self._completion(body, messages, text))
         finally:
             self._leave()
+            call.service_s = time.monotonic() - arrived
             self._record(call)
 
     @staticmethod
