@@ -18,8 +18,9 @@ and resumes any paused partition. Messages already processed may be delivered ag
 agent here is idempotent, so they change nothing.
 
 The checks read faust's consumer bookkeeping (``_committed_offset``, ``_read_offset``,
-``_unacked_messages``, ``_paused_partitions``): private attributes of faust-streaming 0.11,
-read only, never written except through ``perform_seek`` and ``resume_partitions``.
+``_unacked_messages``, ``_paused_partitions``, ``_active_partitions``): private attributes of
+faust-streaming 0.11, read only, never written except through ``perform_seek`` and
+``resume_partitions``.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ class StallWatch:
                             "committed": committed,
                             "read": position[0],
                             "paused": tp in consumer._paused_partitions,
+                            "active": tp in (consumer._active_partitions or ()),
                             "stalled_s": round(now - seen.since),
                         },
                     )
@@ -103,7 +105,9 @@ class StallWatch:
     async def repair(self, tps: Iterable[Any]) -> None:
         consumer = self.app.consumer
         stalled = set(tps)
-        consumer.resume_partitions(stalled & set(consumer._paused_partitions))
+        # back into faust's active set (a paused partition, or one dropped from the set by a
+        # full buffer and never put back, is not fetched), then fetch from the commit again
+        consumer.resume_partitions(stalled)
         await consumer.perform_seek()
         self.repairs += 1
         for tp in stalled:

@@ -31,6 +31,7 @@ class FakeConsumer:
     _read_offset: dict[TP, int | None] = field(default_factory=lambda: _offsets())
     _unacked_messages: set[Any] = field(default_factory=set)
     _paused_partitions: set[TP] = field(default_factory=set)
+    _active_partitions: set[TP] = field(default_factory=set)
     seeks: int = 0
 
     def assignment(self) -> set[TP]:
@@ -41,6 +42,7 @@ class FakeConsumer:
 
     def resume_partitions(self, tps: set[TP]) -> None:
         self._paused_partitions -= set(tps)
+        self._active_partitions |= set(tps)
 
     async def perform_seek(self) -> None:
         self.seeks += 1
@@ -118,5 +120,6 @@ async def test_repair_seeks_back_to_committed_and_resumes_a_paused_partition() -
     watch.stalled(0.0)
     watch.stalled(31.0)
     await watch.repair([ITEMS])
-    assert c.seeks == 1 and ITEMS not in c._paused_partitions and watch.repairs == 1
+    assert c.seeks == 1 and watch.repairs == 1
+    assert ITEMS not in c._paused_partitions and ITEMS in c._active_partitions
     assert watch.stalled(32.0) == []  # watched afresh after the repair
