@@ -1,34 +1,38 @@
-"""Stall watchdog: re-fetch a partition that faust stopped delivering after a rebalance.
+"""Stall watchdog: a partition faust stopped delivering makes the worker rejoin its group.
 
 faust commits a partition only up to its first offset that was never acked. During a
 rebalance it clears the agents' buffers of fetched but unprocessed messages and relies on a
-seek back to the committed offsets to fetch them again. That seek can fail mid-rebalance
-("exception performing seek when flow not active IllegalStateError: No current assignment for
-partition …", seen in the scale-out test) and the cleared messages are then never delivered
-again: the partition's committed offset stops for good while everything around it looks
-idle. The group's lag never reaches 0 and the documents behind those messages never arrive.
+seek back to the committed offsets to fetch them again. When that goes wrong ("exception
+performing seek when flow not active IllegalStateError: No current assignment for partition
+…", seen in the scale-out test), messages are never delivered again: the partition's
+committed offset stops for good while every agent waits, idle. The group's lag never reaches
+0 and the documents behind those messages never arrive.
 
 Every ``interval_s`` the watchdog looks at each assigned partition of the topics the agents
 consume. A partition is stalled when it has messages beyond its committed offset, none of its
 messages is being processed (no unacked message of it), and neither its read position nor its
 committed offset has moved for ``stall_s`` while no rebalance or recovery was under way. For
-a stalled partition it logs a warning with what faust believes about it, then seeks every
-partition back to its committed offset (faust's own ``perform_seek``, what a rebalance does)
-and resumes any paused partition. Messages already processed may be delivered again; every
-agent here is idempotent, so they change nothing.
+a stalled partition it logs a warning with what faust believes about it and asks the consumer
+group for a rebalance (``repair``): faust's own hand-over path then seeks every partition it
+keeps back to its committed offset. Messages already processed are delivered again; every
+agent here is idempotent, so they change nothing. ``kill -HUP <worker pid>`` forces a repair.
 
 The checks read faust's consumer bookkeeping (``_committed_offset``, ``_read_offset``,
-``_unacked_messages``, ``_paused_partitions``, ``_active_partitions``): private attributes of
-faust-streaming 0.11, read only, never written except through ``perform_seek`` and
-``resume_partitions``.
+``_unacked_messages``, ``_paused_partitions``, ``_active_partitions``) and the repair calls
+aiokafka's ``request_rejoin`` on the consumer's thread: private parts of faust-streaming 0.11
+and aiokafka 0.14, read only apart from that one call.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -103,31 +107,56 @@ class StallWatch:
         await self.repair(tp for tp, _ in stalled)
 
     async def repair(self, tps: Iterable[Any]) -> None:
-        consumer = self.app.consumer
-        stalled = set(tps)
-        # back into faust's active set (a paused partition, or one dropped from the set by a
-        # full buffer and never put back, is not fetched), then fetch from the commit again
-        consumer.resume_partitions(stalled)
-        await consumer.perform_seek()
+        """Make the worker rejoin its consumer group.
+
+        The rebalance that follows runs faust's whole hand-over path on every partition this
+        worker keeps: flow stopped, buffers cleared, in-flight events finished, tables
+        recovered from their changelogs, every partition sought back to its committed offset,
+        flow resumed. Seeking by hand while the flow runs is not enough: in a test it left
+        other partitions with events fetched that were never delivered (and so never acked).
+        """
+        stalled = list(tps)
+        thread = self.app.consumer._thread
+
+        async def rejoin() -> None:  # runs on the consumer's own thread and loop
+            thread._ensure_consumer()._coordinator.request_rejoin()
+
+        await thread.call_thread(rejoin)
         self.repairs += 1
-        for tp in stalled:
-            self.seen.pop(tp, None)
+        self.seen.clear()
         log.warning(
-            "sought every partition back to its committed offset to re-fetch %d stalled "
-            "partition(s) (repair %d)",
+            "asked the consumer group for a rebalance to re-fetch %d partition(s) (repair %d)",
             len(stalled),
             self.repairs,
         )
 
 
 def register(app: Any, topics: Iterable[str], *, interval_s: float = 10.0) -> StallWatch:
+    """The watchdog as a faust timer; ``kill -HUP <worker pid>`` runs its repair on demand
+    (every assigned partition re-fetched from its committed offset)."""
     watch = StallWatch(app, frozenset(topics))
+    repairs: set[asyncio.Future[None]] = set()
+
+    async def guarded(what: str, work: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await work()
+        except Exception:  # the watchdog must never take the worker down
+            log.exception("stall watchdog: %s failed", what)
+
+    def on_hangup() -> None:
+        assigned = [tp for tp in app.consumer.assignment() if tp.topic in watch.topics]
+        log.warning("SIGHUP: re-fetching %d partition(s) from their commits", len(assigned))
+        task = asyncio.ensure_future(guarded("repair", partial(watch.repair, assigned)))
+        repairs.add(task)  # keep a reference until it is done
+        task.add_done_callback(repairs.discard)
+
+    @app.task
+    async def hangup_handler() -> None:
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # no signals here
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, on_hangup)
 
     @app.timer(interval=interval_s)
     async def stall_watchdog() -> None:
-        try:
-            await watch.check()
-        except Exception:  # the watchdog must never take the worker down
-            log.exception("stall watchdog failed")
+        await guarded("check", watch.check)
 
     return watch

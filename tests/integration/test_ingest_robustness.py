@@ -10,6 +10,7 @@ weight, and the sets of text units and documents.
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -220,5 +221,38 @@ async def test_workers_joining_and_leaving_mid_stream_build_the_same_graph(
     finally:
         for w in (first, second, third):
             w.stop()
+        await delete_namespace_topics(settings)
+    assert_same_graph(Graph.of(view, 0), reference)
+
+
+async def test_re_fetching_every_partition_mid_stream_builds_the_same_graph(
+    service_endpoints: dict[str, object],
+    tmp_path_factory: pytest.TempPathFactory,
+    session_namespace: str,
+    documents: Path,
+    reference: Graph,
+) -> None:
+    """The stall watchdog's repair (every partition sought back to its committed offset, so
+    whatever was fetched since is delivered again) must change nothing: SIGHUP forces it."""
+    settings = _settings(
+        service_endpoints, tmp_path_factory, f"{session_namespace}-refetch", "refetch"
+    )
+    await ensure_topics(settings)
+    worker = WorkerProcess(settings, tmp_path_factory.mktemp("refetch-logs") / "worker.log")
+    worker.start()
+    try:
+        await wait_until_ready(worker, timeout=120)
+        await publish(settings, documents)
+        for share in (4, 2):
+            await wait_for_changes(settings, reference.changes // share, timeout=180)
+            assert worker.proc is not None
+            worker.proc.send_signal(signal.SIGHUP)
+        view = await fold_until(
+            settings, complete(reference), what=f"the re-fetched run\n{worker.log_tail()}"
+        )
+        log = worker.log_path.read_text(errors="replace")
+        assert log.count("to re-fetch") >= 2, worker.log_tail()  # both repairs ran
+    finally:
+        worker.stop()
         await delete_namespace_topics(settings)
     assert_same_graph(Graph.of(view, 0), reference)

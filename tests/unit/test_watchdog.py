@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from streams.watchdog import StallWatch
@@ -23,6 +25,33 @@ class FakeMessage:
     tp: TP
 
 
+class FakeCoordinator:
+    def __init__(self, thread: FakeThread) -> None:
+        self.thread = thread
+
+    def request_rejoin(self) -> None:
+        assert self.thread.inside, "request_rejoin must run on the consumer's thread"
+        self.thread.rejoins += 1
+
+
+class FakeThread:
+    """faust's consumer thread: ``call_thread`` runs a coroutine function over there."""
+
+    def __init__(self) -> None:
+        self.rejoins = 0
+        self.inside = False
+
+    def _ensure_consumer(self) -> Any:
+        return SimpleNamespace(_coordinator=FakeCoordinator(self))
+
+    async def call_thread(self, fun: Callable[[], Awaitable[None]]) -> None:
+        self.inside = True
+        try:
+            await fun()
+        finally:
+            self.inside = False
+
+
 @dataclass
 class FakeConsumer:
     ends: dict[TP, int]
@@ -32,7 +61,6 @@ class FakeConsumer:
     _unacked_messages: set[Any] = field(default_factory=set)
     _paused_partitions: set[TP] = field(default_factory=set)
     _active_partitions: set[TP] = field(default_factory=set)
-    seeks: int = 0
 
     def assignment(self) -> set[TP]:
         return set(self.ends)
@@ -40,12 +68,7 @@ class FakeConsumer:
     def highwater(self, tp: TP) -> int:
         return self.ends[tp]
 
-    def resume_partitions(self, tps: set[TP]) -> None:
-        self._paused_partitions -= set(tps)
-        self._active_partitions |= set(tps)
-
-    async def perform_seek(self) -> None:
-        self.seeks += 1
+    _thread: FakeThread = field(default_factory=lambda: FakeThread())
 
 
 @dataclass
@@ -114,12 +137,10 @@ def test_nothing_is_judged_during_a_rebalance_and_the_clock_restarts_after_it() 
     assert len(watch.stalled(72.0)) == 1
 
 
-async def test_repair_seeks_back_to_committed_and_resumes_a_paused_partition() -> None:
+async def test_repair_asks_for_a_rebalance_on_the_consumer_thread() -> None:
     watch, c = _watch()
-    c._paused_partitions.add(ITEMS)
     watch.stalled(0.0)
     watch.stalled(31.0)
     await watch.repair([ITEMS])
-    assert c.seeks == 1 and watch.repairs == 1
-    assert ITEMS not in c._paused_partitions and ITEMS in c._active_partitions
+    assert c._thread.rejoins == 1 and watch.repairs == 1
     assert watch.stalled(32.0) == []  # watched afresh after the repair
