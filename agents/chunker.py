@@ -24,7 +24,7 @@ from graph.errors import InvalidDocumentError
 from graph.model import Chunk, Document
 from kgrag.tokenizer import get_encoding
 from streams.app import Topology
-from streams.batching import as_current, changelog_writes, deliver, key_text
+from streams.batching import as_current, changelog_writes, deliver, key_text, stopping
 from streams.codecs import encode_chunk_add, encode_document, encode_retraction
 from streams.dlq import send_dead_letter
 
@@ -95,6 +95,8 @@ def register(topo: Topology) -> None:
                 pending.append(await changes.send(key=doc.id, value=encode_document(doc)))
                 writes.append((event, doc.id, {"hash": digest, "chunks": new_ids}))
             await deliver(pending)
+            if stopping(topo.app):
+                return  # shutting down: write nothing more (see streams.batching.stopping)
             with changelog_writes() as written:
                 for event, doc_id, row in writes:
                     with as_current(event):

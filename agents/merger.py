@@ -53,7 +53,7 @@ from graph.merge import (
 )
 from graph.model import ChunkExtraction
 from streams.app import Topology
-from streams.batching import as_current, changelog_writes, deliver
+from streams.batching import as_current, changelog_writes, deliver, stopping
 from streams.codecs import (
     ItemKind,
     ItemRetraction,
@@ -140,6 +140,8 @@ def register_rekeyer(topo: Topology) -> None:
                 pending.append(await changes.send(key=chunk_id, value=encode_change(change)))
                 writes.append((event, chunk_id, row))
             await deliver(pending)
+            if stopping(topo.app):
+                return  # shutting down: write nothing more (see streams.batching.stopping)
             with changelog_writes() as written:
                 for event, chunk_id, row in writes:
                     with as_current(event):
@@ -417,6 +419,8 @@ def register_merger(topo: Topology, spec: MergeKind) -> None:
                 if change is not None:
                     pending.append(await changes.send(key=item.key, value=encode_change(change)))
             await deliver(pending)
+            if stopping(topo.app):
+                return  # shutting down: write nothing more (see streams.batching.stopping)
             with changelog_writes() as written:
                 cache.flush()
             await deliver(written)

@@ -55,6 +55,18 @@ class DurableTable(faust.Table):
         return future
 
 
+def stopping(app: Any) -> bool:
+    """True once the worker has begun to shut down: an agent must then leave its batch
+    unwritten (its events stay unacked and are delivered again to the partition's next owner).
+
+    faust's shutdown does not wait for agents (``wait_empty`` skips waiting when stopping),
+    closes the tables, flushes the producer and leaves the consumer group, and only then stops
+    the producer. Rows an agent wrote after the flush would reach the changelog after the group
+    had moved on: a later recovery of that partition would replay them over newer rows.
+    """
+    return bool(app.should_stop)
+
+
 @contextmanager
 def changelog_writes() -> Iterator[list[Any]]:
     """Collect the changelog futures of the ``DurableTable`` writes made inside the block (in
