@@ -34,7 +34,7 @@ unit: setup
 integration: services-up
 	$(BIN)/pytest -q -ra tests/integration
 
-# The scale-out test, not yet reliable enough for `make test` (issue 3).
+# The scale-out and forced-rebalance tests, not yet reliable enough for `make test` (issue 3).
 chaos: services-up
 	$(BIN)/pytest -q -ra -m chaos tests/integration
 
