@@ -24,7 +24,7 @@ from graph.errors import InvalidDocumentError
 from graph.model import Chunk, Document
 from kgrag.tokenizer import get_encoding
 from streams.app import Topology
-from streams.batching import as_current, changelog_writes, deliver, key_text, stopping
+from streams.batching import as_current, deliver, key_text, write_rows
 from streams.codecs import encode_chunk_add, encode_document, encode_retraction
 from streams.dlq import send_dead_letter
 
@@ -95,10 +95,11 @@ def register(topo: Topology) -> None:
                 pending.append(await changes.send(key=doc.id, value=encode_document(doc)))
                 writes.append((event, doc.id, {"hash": digest, "chunks": new_ids}))
             await deliver(pending)
-            if stopping(topo.app):
-                return  # shutting down: write nothing more (see streams.batching.stopping)
-            with changelog_writes() as written:
+
+            def write(writes: list[tuple[Any, str, dict[str, Any]]] = writes) -> None:
                 for event, doc_id, row in writes:
                     with as_current(event):
                         table[doc_id] = row
-            await deliver(written)
+
+            if not await write_rows(topo.app, write):
+                return  # shutting down: see streams.batching.stopping

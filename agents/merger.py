@@ -53,7 +53,7 @@ from graph.merge import (
 )
 from graph.model import ChunkExtraction
 from streams.app import Topology
-from streams.batching import as_current, changelog_writes, deliver, stopping
+from streams.batching import as_current, deliver, write_rows
 from streams.codecs import (
     ItemKind,
     ItemRetraction,
@@ -140,16 +140,17 @@ def register_rekeyer(topo: Topology) -> None:
                 pending.append(await changes.send(key=chunk_id, value=encode_change(change)))
                 writes.append((event, chunk_id, row))
             await deliver(pending)
-            if stopping(topo.app):
-                return  # shutting down: write nothing more (see streams.batching.stopping)
-            with changelog_writes() as written:
+
+            def write(writes: list[tuple[Any, str, dict[str, Any] | None]] = writes) -> None:
                 for event, chunk_id, row in writes:
                     with as_current(event):
                         if row is None:
                             manifests.pop(chunk_id, None)
                         else:
                             manifests[chunk_id] = row
-            await deliver(written)
+
+            if not await write_rows(topo.app, write):
+                return  # shutting down: see streams.batching.stopping
 
 
 # ---- mergers ----------------------------------------------------------------------------
@@ -419,11 +420,8 @@ def register_merger(topo: Topology, spec: MergeKind) -> None:
                 if change is not None:
                     pending.append(await changes.send(key=item.key, value=encode_change(change)))
             await deliver(pending)
-            if stopping(topo.app):
-                return  # shutting down: write nothing more (see streams.batching.stopping)
-            with changelog_writes() as written:
-                cache.flush()
-            await deliver(written)
+            if not await write_rows(topo.app, cache.flush):
+                return  # shutting down: see streams.batching.stopping
 
 
 def register(topo: Topology) -> None:

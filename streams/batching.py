@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -77,6 +77,18 @@ def changelog_writes() -> Iterator[list[Any]]:
         yield writes
     finally:
         _changelog_writes.reset(token)
+
+
+async def write_rows(app: Any, write: Callable[[], None]) -> bool:
+    """A batch's table writes, made durable: ``write()`` unless the worker is stopping, then
+    wait until the broker has acknowledged their changelog records. False when nothing was
+    written because the worker is stopping: the agent must then end without acking."""
+    if stopping(app):
+        return False
+    with changelog_writes() as written:
+        write()
+    await deliver(written)
+    return True
 
 
 async def deliver(pending: list[Awaitable[Any]]) -> None:
