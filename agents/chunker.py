@@ -24,7 +24,7 @@ from graph.errors import InvalidDocumentError
 from graph.model import Chunk, Document
 from kgrag.tokenizer import get_encoding
 from streams.app import Topology
-from streams.batching import as_current, deliver, key_text, write_rows
+from streams.batching import as_current, deliver, finished_batches, key_text, write_rows
 from streams.codecs import encode_chunk_add, encode_document, encode_retraction
 from streams.dlq import send_dead_letter
 
@@ -52,7 +52,7 @@ def register(topo: Topology) -> None:
 
     @topo.app.agent(documents, name=f"{topo.settings.namespace}.chunker")
     async def chunker(stream: Any) -> None:
-        async for batch in stream.take_events(100, within=0.5):
+        async for batch in finished_batches(stream, 100, within=0.5):
             pending: list[Any] = []
             writes: list[tuple[Any, str, dict[str, Any]]] = []
             for n, event in enumerate(batch, 1):

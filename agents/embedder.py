@@ -5,7 +5,8 @@
   entity's vector is deleted); relationships too when ``embeddings.embed_relationships``.
 
 If Weaviate is unreachable the batch is retried with backoff until it succeeds; the agent does
-not move on, so the offsets behind the batch are not committed and nothing is lost. Upserts
+not move on, so the offsets behind the batch are not committed and nothing is lost; a batch
+interrupted by a shutdown stays unacked (``streams.batching.finished_batches``). Upserts
 replace the object with the same UUID, so a retry or a redelivery never adds a second copy.
 """
 
@@ -26,6 +27,7 @@ from graph.tally import Tally
 from kgrag.settings import Settings
 from kgrag.vector_store import VectorStoreError, WeaviateStore
 from streams.app import Topology
+from streams.batching import finished_batches
 from streams.codecs import PayloadError, Retraction, decode_chunk_event, decode_graph_change
 
 log = logging.getLogger(__name__)
@@ -172,11 +174,11 @@ def register(topo: Topology) -> None:
 
     @topo.app.agent(topo.topic("chunks"), name=f"{topo.settings.namespace}.text-embedder")
     async def embed_text_units(stream: Any) -> None:
-        async for batch in stream.take(topo.settings.weaviate.batch_size, within=1.0):
+        async for batch in finished_batches(stream, topo.settings.weaviate.batch_size, 1.0):
             writer = VectorWriter(store, embedder)
-            for raw in batch:
+            for item in batch:
                 try:
-                    event = decode_chunk_event(raw)
+                    event = decode_chunk_event(item.value)
                 except PayloadError as e:
                     log.warning("skipping undecodable chunk event: %s", e)
                     continue
@@ -193,11 +195,11 @@ def register(topo: Topology) -> None:
 
     @topo.app.agent(topo.topic("graph_changes"), name=f"{topo.settings.namespace}.entity-embedder")
     async def embed_entities(stream: Any) -> None:
-        async for batch in stream.take(topo.settings.weaviate.batch_size, within=1.0):
+        async for batch in finished_batches(stream, topo.settings.weaviate.batch_size, 1.0):
             writer = VectorWriter(store, embedder)
-            for raw in batch:
+            for item in batch:
                 try:
-                    change = decode_graph_change(raw)
+                    change = decode_graph_change(item.value)
                 except PayloadError as e:
                     log.warning("skipping undecodable graph change: %s", e)
                     continue

@@ -53,7 +53,7 @@ from graph.merge import (
 )
 from graph.model import ChunkExtraction
 from streams.app import Topology
-from streams.batching import as_current, deliver, write_rows
+from streams.batching import as_current, deliver, finished_batches, write_rows
 from streams.codecs import (
     ItemKind,
     ItemRetraction,
@@ -106,7 +106,7 @@ def register_rekeyer(topo: Topology) -> None:
 
     @topo.app.agent(topo.topic("extractions"), name=f"{topo.settings.namespace}.rekeyer")
     async def rekeyer(stream: Any) -> None:
-        async for batch in stream.take_events(200, within=0.5):
+        async for batch in finished_batches(stream, 200, within=0.5):
             pending: list[Any] = []
             writes: list[tuple[Any, str, dict[str, Any] | None]] = []
             for n, event in enumerate(batch, 1):
@@ -401,7 +401,7 @@ def register_merger(topo: Topology, spec: MergeKind) -> None:
 
     @topo.app.agent(source, name=f"{topo.settings.namespace}.{spec.kind}-merger")
     async def merger(stream: Any) -> None:
-        async for batch in stream.take_events(500, within=0.5):
+        async for batch in finished_batches(stream, 500, within=0.5):
             cache = RowCache(topo)
             pending: list[Any] = []
             for n, event in enumerate(batch, 1):

@@ -19,6 +19,7 @@ from kgrag.lag import WORKER_TOPICS
 from kgrag.settings import Settings
 from kgrag.tokenizer import ensure_offline_bpe
 from streams import watchdog
+from streams.acks import guard_acks
 from streams.batching import DurableTable
 from streams.records import DeadLetter
 
@@ -39,10 +40,20 @@ class Topology:
         return self.tables[name]
 
 
+class WorkerApp(faust.App):
+    """faust's App with the consumer's acks guarded (``streams.acks``): no offset is committed
+    for a message skipped or finished while a rebalance hands partitions over."""
+
+    def _new_consumer(self) -> Any:
+        consumer = super()._new_consumer()
+        guard_acks(self, consumer)
+        return consumer
+
+
 def create_app(settings: Settings) -> faust.App:
     datadir = Path(settings.data_dir) / settings.namespace / "faust"
     datadir.mkdir(parents=True, exist_ok=True)
-    return faust.App(
+    return WorkerApp(
         settings.app_id,
         broker=f"kafka://{settings.kafka.bootstrap_servers}",
         store="rocksdb://",

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -55,9 +55,30 @@ class DurableTable(faust.Table):
         return future
 
 
+async def finished_batches(stream: Any, size: int, within: float) -> AsyncIterator[list[Any]]:
+    """``stream.take_events(size, within)``, except that a batch's events are acked only once
+    the agent has finished it, that is, asked for the next batch.
+
+    faust's ``take_events`` acks a batch in a ``finally``: also when the agent leaves the loop
+    (a shutdown, see ``stopping``), crashes, or is cancelled half-way through. A commit after
+    that moves the offsets past events whose rows were never written, and nobody sees them
+    again. Here every event gets one extra reference (``message.incref``) when its batch is
+    handed out, released only when the agent comes back for more; an agent that leaves the
+    loop keeps the batch unacked, so its offsets are never committed and the partition's next
+    owner (or this worker after a rejoin) gets the events again."""
+    async for batch in stream.take_events(size, within=within):
+        events = list(batch)
+        for event in events:
+            event.message.incref()
+        yield events
+        for event in events:  # reached only when the agent asks for the next batch
+            await stream.ack(event)
+
+
 def stopping(app: Any) -> bool:
     """True once the worker has begun to shut down: an agent must then leave its batch
-    unwritten (its events stay unacked and are delivered again to the partition's next owner).
+    unwritten and the loop of ``finished_batches`` (its events stay unacked and are delivered
+    again to the partition's next owner).
 
     faust's shutdown does not wait for agents (``wait_empty`` skips waiting when stopping),
     closes the tables, flushes the producer and leaves the consumer group, and only then stops

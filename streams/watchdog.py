@@ -19,7 +19,7 @@ agent here is idempotent, so they change nothing. ``kill -HUP <worker pid>`` for
 
 The checks read faust's consumer bookkeeping (``_committed_offset``, ``_read_offset``,
 ``_unacked_messages``, ``_paused_partitions``, ``_active_partitions``) and the repair calls
-aiokafka's ``request_rejoin`` on the consumer's thread: private parts of faust-streaming 0.11
+aiokafka's ``request_rejoin`` on the consumer's thread: private parts of faust-streaming 0.15
 and aiokafka 0.14, read only apart from that one call.
 """
 
