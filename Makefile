@@ -34,9 +34,13 @@ unit: setup
 integration: services-up
 	$(BIN)/pytest -q -ra tests/integration
 
-# The scale-out and forced-rebalance tests, not yet reliable enough for `make test` (issue 3).
+# Soak the exactly-once tests (crash, scale-out, forced rebalances): RUNS repetitions.
+RUNS ?= 5
 chaos: services-up
-	$(BIN)/pytest -q -ra -m chaos tests/integration
+	for i in $$(seq 1 $(RUNS)); do \
+	  echo "chaos run $$i of $(RUNS)"; \
+	  $(BIN)/pytest -q -ra tests/integration/test_ingest_robustness.py || exit 1; \
+	done
 
 # Services up, lint, types, every test, services down (even when something fails).
 test: setup

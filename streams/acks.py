@@ -46,7 +46,7 @@ def committable(app: Any, message: Any) -> bool:
 def guard_acks(app: Any, consumer: Any) -> None:
     """Make ``consumer.ack`` ignore, for commits, messages that are not ``committable``."""
     ack = consumer.ack
-    stats = {"withheld": 0}
+    stats = {"withheld": 0, "skipped": 0}
 
     def guarded_ack(message: Any) -> bool:
         if committable(app, message):
@@ -57,12 +57,14 @@ def guard_acks(app: Any, consumer: Any) -> None:
             message.acked = True
             consumer._unacked_messages.discard(message)
             stats["withheld"] += 1
+            stats["skipped"] += not message.tracked  # no stream ever started on it
             notify(consumer._waiting_for_ack)
         if stats["withheld"] in (1, 10, 100) or not stats["withheld"] % 1000:
             log.info(
-                "withheld the ack of %d message(s) skipped or finished during a rebalance "
-                "(they are fetched again from the committed offset)",
+                "withheld the ack of %d message(s) finished or skipped (%d) during a "
+                "rebalance: they are fetched again from the committed offset",
                 stats["withheld"],
+                stats["skipped"],
             )
         return False
 

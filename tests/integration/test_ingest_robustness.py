@@ -170,11 +170,10 @@ async def wait_until_ready(worker: WorkerProcess, *, timeout: float) -> None:
     raise AssertionError(f"worker not ready after {timeout:.0f}s\n{worker.log_tail()}")
 
 
-# Kept out of `make test` (issue 3 stays open on it): it still ends, now and then, with
-# contributions lost after the group changes (last seen: 22 relationship weights one short,
-# 1 run of 3 after the shutdown fix). Two causes are fixed (offsets committed before the
-# changelog; rows written while a worker shuts down); at least one is left. `make chaos`.
-@pytest.mark.chaos
+# Four loss paths found through this test are closed: offsets committed before the changelog
+# (streams.batching.DurableTable), rows written during shutdown (write_rows), a batch left
+# unwritten but acked by faust's take_events (finished_batches), acks made during a rebalance
+# (streams.acks). `make chaos RUNS=n` repeats the robustness tests to soak them.
 async def test_workers_joining_and_leaving_mid_stream_build_the_same_graph(
     service_endpoints: dict[str, object],
     tmp_path_factory: pytest.TempPathFactory,
@@ -230,10 +229,8 @@ async def test_workers_joining_and_leaving_mid_stream_build_the_same_graph(
     assert_same_graph(Graph.of(view, 0), reference)
 
 
-# Kept out of `make test` too (issue 3): in a fresh-clone CI run it ended with 10 entities one
-# mention short, with one worker and nothing but two rebalances: the loss path left is in the
-# rebalance hand-over itself. `make chaos` runs it.
-@pytest.mark.chaos
+# It once ended with 10 entities one mention short (one worker, two rebalances): faust's stream
+# loop acks the messages it skips while the flow is stopped, see streams.acks.
 async def test_re_fetching_every_partition_mid_stream_builds_the_same_graph(
     service_endpoints: dict[str, object],
     tmp_path_factory: pytest.TempPathFactory,
