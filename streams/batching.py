@@ -72,7 +72,7 @@ async def finished_batches(stream: Any, size: int, within: float) -> AsyncIterat
             event.message.incref()
         yield events
         for event in events:  # reached only when the agent asks for the next batch
-            await stream.ack(event)
+            event.message.decref()  # take_events' own ack is then the final one
 
 
 def stopping(app: Any) -> bool:
