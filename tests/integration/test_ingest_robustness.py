@@ -120,6 +120,21 @@ def reference(
     asyncio.run(delete_namespace_topics(settings))
 
 
+async def fold_or_explain(
+    settings: Settings, expected: Graph, workers: list[WorkerProcess], what: str, timeout: float
+) -> Any:
+    """fold_until, and on a timeout the workers' asyncio task stacks (SIGUSR1) and the end of
+    their logs, so a stalled run shows where each agent was waiting."""
+    try:
+        return await fold_until(settings, complete(expected), timeout=timeout, what=what)
+    except AssertionError as stalled:
+        for w in workers:
+            w.dump_tasks()
+        await asyncio.sleep(3)
+        tails = "\n".join(f"{w.log_path}\n{w.log_tail(300)}" for w in workers)
+        raise AssertionError(f"{stalled}\n{tails}") from None
+
+
 async def wait_for_changes(settings: Settings, at_least: int, *, timeout: float) -> int:
     """Poll graph-changes until it holds ``at_least`` messages; return how many it holds."""
     deadline = time.monotonic() + timeout
@@ -149,9 +164,7 @@ async def test_a_worker_killed_mid_stream_and_restarted_builds_the_same_graph(
         assert worker.proc is not None and worker.proc.returncode == -9
         assert at_kill < reference.changes * 0.9, "the worker finished before it was killed"
         worker.start()
-        view = await fold_until(
-            settings, complete(reference), what=f"the restarted run\n{worker.log_tail()}"
-        )
+        view = await fold_or_explain(settings, reference, [worker], "the restarted run", 300)
     finally:
         worker.stop()
         await delete_namespace_topics(settings)
@@ -210,18 +223,7 @@ async def test_workers_joining_and_leaving_mid_stream_build_the_same_graph(
         await publish(settings, waves[2])
         first.stop()  # leaves (SIGTERM) with the third wave pending
         assert first.proc is not None and first.proc.returncode is not None
-        try:
-            view = await fold_until(
-                settings, complete(reference), timeout=420, what="the scaled run"
-            )
-        except AssertionError as stalled:
-            for w in (second, third):
-                w.dump_tasks()
-            await asyncio.sleep(3)
-            raise AssertionError(
-                f"{stalled}\n{second.log_path}\n{second.log_tail(300)}\n"
-                f"{third.log_path}\n{third.log_tail(300)}"
-            ) from None
+        view = await fold_or_explain(settings, reference, [second, third], "the scaled run", 420)
     finally:
         for w in (first, second, third):
             w.stop()
@@ -253,9 +255,7 @@ async def test_re_fetching_every_partition_mid_stream_builds_the_same_graph(
             await wait_for_changes(settings, reference.changes // share, timeout=180)
             assert worker.proc is not None
             worker.proc.send_signal(signal.SIGHUP)
-        view = await fold_until(
-            settings, complete(reference), what=f"the re-fetched run\n{worker.log_tail()}"
-        )
+        view = await fold_or_explain(settings, reference, [worker], "the re-fetched run", 300)
         log = worker.log_path.read_text(errors="replace")
         assert log.count("to re-fetch") >= 2, worker.log_tail()  # both repairs ran
     finally:
