@@ -66,12 +66,11 @@ async def finished_batches(stream: Any, size: int, within: float) -> AsyncIterat
     handed out, released only when the agent comes back for more; an agent that leaves the
     loop keeps the batch unacked, so its offsets are never committed and the partition's next
     owner (or this worker after a rejoin) gets the events again."""
-    async for batch in stream.take_events(size, within=within):
-        events = list(batch)
-        for event in events:
+    async for batch in stream.take_events(size, within=within):  # a fresh list per batch
+        for event in batch:
             event.message.incref()
-        yield events
-        for event in events:  # reached only when the agent asks for the next batch
+        yield batch
+        for event in batch:  # reached only when the agent asks for the next batch
             event.message.decref()  # take_events' own ack is then the final one
 
 
