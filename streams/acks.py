@@ -12,9 +12,9 @@ its offset among those the consumer may commit. During a rebalance that is a los
 3. ``wait_empty`` commits while in-flight batches finish. With the committed offset forgotten
    there is no gap check, so 232 is committed: 200-231 are never delivered again.
 
-The likely cause of a run that ended with 10 entities one mention short after two forced
-rebalances of a single worker (not caught in the act: the skip needs a timing that 18
-instrumented runs did not hit; the unit tests show the mechanism on faust's consumer).
+This path is shown on faust's consumer in unit tests but was not caught in a run (18
+instrumented runs never hit the skip). The loss that was caught in the act, in the scale-out
+test, is the one ``streams.flow`` closes.
 ``guard_acks`` wraps the consumer's ``ack``: an ack that arrives while the
 flow is stopped, or for a message of an older generation, marks the message done (it leaves
 the consumer's unacked set, so ``wait_empty`` does not wait for it) but does not record its

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import faust
+from mode.utils.objects import cached_property
+from mode.utils.queues import FlowControlEvent
 
 from kgrag.lag import WORKER_TOPICS
 from kgrag.settings import Settings
@@ -21,6 +23,7 @@ from kgrag.tokenizer import ensure_offline_bpe
 from streams import watchdog
 from streams.acks import guard_acks
 from streams.batching import DurableTable
+from streams.flow import GuardedFlowControl, guard_seeks
 from streams.records import DeadLetter
 
 log = logging.getLogger(__name__)
@@ -41,13 +44,23 @@ class Topology:
 
 
 class WorkerApp(faust.App):
-    """faust's App with the consumer's acks guarded (``streams.acks``): no offset is committed
-    for a message skipped or finished while a rebalance hands partitions over."""
+    """faust's App with two guards around its at-least-once bookkeeping:
+
+    - acks (``streams.acks``): no offset is committed for a message skipped or finished
+      while a rebalance hands partitions over;
+    - flow (``streams.flow``): resuming a running flow after table recovery neither drops
+      the messages already in the agents' queues nor lets the commit skip them.
+    """
 
     def _new_consumer(self) -> Any:
         consumer = super()._new_consumer()
         guard_acks(self, consumer)
+        guard_seeks(consumer)
         return consumer
+
+    @cached_property
+    def flow_control(self) -> FlowControlEvent:
+        return GuardedFlowControl(self, loop=self.loop)
 
 
 def create_app(settings: Settings) -> faust.App:
