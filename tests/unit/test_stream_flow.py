@@ -39,10 +39,13 @@ def _queue_with(app: Any, *items: int) -> Any:
     return queue
 
 
-def _seek_to(app: Any, committed: int) -> None:
-    """Stand in for the broker: the committed offset ``perform_seek`` seeks to."""
+def _seek_to(app: Any, committed: int, delivered_meanwhile: int | None = None) -> None:
+    """Stand in for the broker: the committed offset ``perform_seek`` seeks to, and (as the
+    consumer's fetch loop would) messages delivered while it waits for the answer."""
 
     async def seek_to_committed() -> Mapping[TP, int]:
+        if delivered_meanwhile is not None:
+            app.consumer._read_offset[TP0] = delivered_meanwhile
         return {TP0: committed}
 
     app.consumer.seek_to_committed = seek_to_committed
@@ -90,6 +93,27 @@ async def test_a_seek_while_messages_flow_keeps_the_read_offset_of_what_was_deli
     await app.consumer.perform_seek()
     assert app.consumer._read_offset[TP0] == 386
     assert app.consumer._committed_offset[TP0] == 347  # faust's own bookkeeping still runs
+
+
+async def test_messages_delivered_while_the_seek_waits_keep_their_read_offset(
+    app: Any,
+) -> None:
+    """The audited run: nothing delivered yet when the seek started, 482-534 delivered while
+    it waited for the committed offset (482); the next message is 535, no gap."""
+    app.consumer.resume_flow()
+    _seek_to(app, 482, delivered_meanwhile=534)
+    await app.consumer.perform_seek()
+    assert app.consumer._read_offset[TP0] == 534
+    assert app.consumer._committed_offset[TP0] == 482
+
+
+async def test_a_partition_with_nothing_delivered_reads_from_the_committed_offset(
+    app: Any,
+) -> None:
+    app.consumer.resume_flow()
+    _seek_to(app, 482)
+    await app.consumer.perform_seek()
+    assert app.consumer._read_offset[TP0] == 482
 
 
 async def test_a_seek_while_the_flow_is_stopped_resets_the_read_offset(app: Any) -> None:
