@@ -15,12 +15,13 @@ its offset among those the consumer may commit. During a rebalance that is a los
 This path is shown on faust's consumer in unit tests but was not caught in a run (18
 instrumented runs never hit the skip). The loss that was caught in the act, in the scale-out
 test, is the one ``streams.flow`` closes.
-``guard_acks`` wraps the consumer's ``ack``: an ack that arrives while the
-flow is stopped, or for a message of an older generation, marks the message done (it leaves
-the consumer's unacked set, so ``wait_empty`` does not wait for it) but does not record its
-offset. The partition is sought back to its committed offset when the rebalance ends, so the
-message is fetched and processed again; work that genuinely finished during the rebalance is
-redone, which every agent here tolerates (they are idempotent).
+
+``guard_acks`` wraps the consumer's ``ack``: an ack that arrives while the flow is stopped, or
+for a message of an older generation, marks the message done (it leaves the consumer's unacked
+set, so ``wait_empty`` does not wait for it) but does not record its offset. The partition is
+sought back to its committed offset when the rebalance ends, so the message is fetched and
+processed again; work that genuinely finished during the rebalance is redone, which every
+agent here tolerates (they are idempotent).
 
 The wrapper touches faust-streaming 0.15 internals (``_unacked_messages``,
 ``_waiting_for_ack``, ``ack_lock``), hence the pin in ``pyproject.toml``.

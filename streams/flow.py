@@ -15,7 +15,7 @@ assignment. The second call therefore drops messages delivered a moment earlier 
 380-386 of a partition, say, sitting in a merger's queue behind the batch it was working on).
 The ``perform_seek`` before it has set the consumer's read offset back to the committed
 offset (347), so the next message fetched before the seek (387) looks to the consumer's gap
-check like a jump over offsets that do not exist. It records 348-386 as a gap, and a gap
+check like a jump over offsets that do not exist. It records 348-387 as a gap, and a gap
 counts as acked. The commit walked past 380-386, which were never processed.
 
 The same reset of the read offsets while messages flow also put offsets into the consumer's
@@ -82,17 +82,11 @@ def guard_seeks(consumer: Any) -> None:
             await perform_seek()
             return
         committed = await consumer.seek_to_committed()
-        consumer._committed_offset.update(
-            {
-                ensure_TP(tp): offset or None
-                for tp, offset in committed.items()
-                if offset is not None
-            }
-        )
-        for tp, offset in committed.items():
-            if consumer._read_offset.get(ensure_TP(tp)) is None:
-                consumer._read_offset[ensure_TP(tp)] = (
-                    offset if offset is not None and offset >= 0 else None
-                )
+        for raw_tp, offset in committed.items():
+            tp = ensure_TP(raw_tp)
+            if offset is not None:
+                consumer._committed_offset[tp] = offset or None  # as faust records it
+            if consumer._read_offset.get(tp) is None:  # nothing delivered since the resume
+                consumer._read_offset[tp] = offset if offset is not None and offset >= 0 else None
 
     consumer.perform_seek = guarded_perform_seek
