@@ -42,6 +42,7 @@ TASK_MARKERS: dict[str, str] = {
     "extract_claims": "TASK: EXTRACT CLAIMS",
     "summarize_descriptions": "TASK: SUMMARIZE DESCRIPTIONS",
     "community_report": "TASK: WRITE A COMMUNITY REPORT",
+    "community_reports": "TASK: WRITE COMMUNITY REPORTS",
     "local_search_system": "TASK: ANSWER FROM LOCAL CONTEXT",
     "basic_search_system": "TASK: ANSWER FROM TEXT SOURCES",
     "global_map_system": "TASK: MAP REPORTS TO KEY POINTS",
@@ -144,6 +145,16 @@ class CommunityReportResponse(BaseModel):
     findings: list[Finding]
 
 
+class BatchedReport(CommunityReportResponse):
+    community: str  # the community id the prompt gave after "Community:"
+
+
+class CommunityReportsResponse(BaseModel):
+    """What ``community_reports.txt`` asks the model to return: one report per community."""
+
+    reports: list[BatchedReport]
+
+
 class MapPoint(BaseModel):
     description: str
     score: int = Field(ge=0, le=100)
@@ -211,6 +222,20 @@ def render_community_report(
 ) -> str:
     return lib.render(
         "community_report", input_text=input_text, max_report_length=str(max_report_length)
+    )
+
+
+def render_community_reports(
+    lib: PromptLibrary,
+    *,
+    contexts: Sequence[tuple[str, str]],
+    max_report_length: int = 500,
+) -> str:
+    """Several small communities in one request: ``contexts`` is (community id as the model
+    should echo it, report context) in the order the reports should come back."""
+    blocks = "\n\n".join(f"Community: {cid}\nData:\n{text}" for cid, text in contexts)
+    return lib.render(
+        "community_reports", input_text=blocks, max_report_length=str(max_report_length)
     )
 
 

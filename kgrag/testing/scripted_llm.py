@@ -19,9 +19,10 @@ It serves ``POST /v1/chat/completions`` and ``POST /v1/embeddings`` in OpenAI's 
 - **Everything is recorded** (``GET``/``DELETE /_calls``, ``calls()``), with in-flight
   statistics (``GET /_stats``).
 - **Faults on demand** (``POST /_faults`` or ``set_faults``, JSON of :class:`FaultConfig`):
-  429 with Retry-After, 500, hangs past the client's timeout, malformed and truncated output,
-  a fixed latency per call (an ``asyncio.sleep``: it never blocks other requests), and
-  scripted answers (``POST /_script``: the next answer of a kind is a given text).
+  429 with Retry-After, 400 (as a content filter answers), 500, hangs past the client's
+  timeout, malformed and truncated output, a fixed latency per call (an ``asyncio.sleep``: it
+  never blocks other requests), and scripted answers (``POST /_script``: the next answer of a
+  kind is a given text).
 
 Run it in a background thread (``with ScriptedLLMServer() as srv: srv.base_url``) or as its
 own process: ``python -m kgrag.testing.scripted_llm --port 8089 --latency-ms 200``.
@@ -66,6 +67,7 @@ class FaultConfig:
     """What can go wrong, as probabilities per call (JSON body of ``POST /_faults``)."""
 
     rate_limit: float = 0.0  # answer 429 with Retry-After
+    bad_request: float = 0.0  # answer 400, as a content filter or an over-long context does
     retry_after_s: float = 1.0  # sent as retry-after-ms and (rounded up) Retry-After
     server_error: float = 0.0  # answer 500
     timeout: float = 0.0  # hang for hang_s (longer than the client's timeout)
@@ -84,7 +86,14 @@ class FaultConfig:
         if unknown:
             raise ValueError(f"unknown fault settings {sorted(unknown)}; known: {sorted(known)}")
         cfg = cls(**data)
-        for name in ("rate_limit", "server_error", "timeout", "malformed", "truncated"):
+        for name in (
+            "rate_limit",
+            "bad_request",
+            "server_error",
+            "timeout",
+            "malformed",
+            "truncated",
+        ):
             if not 0.0 <= getattr(cfg, name) <= 1.0:
                 raise ValueError(f"{name} must be a probability in [0, 1]")
         return cfg
@@ -211,12 +220,21 @@ class ScriptedLLMServer:
         return web.json_response(body, status=status, headers=headers)
 
     async def _http_fault(self, call: RecordedCall) -> web.Response | None:
-        """429, 500 or a hang, when the dice say so; recorded before any waiting, so a call
-        the client abandons still shows its fault."""
-        call.fault = self._draw(call.kind, ("rate_limit", "server_error", "timeout"))
+        """429, 400, 500 or a hang, when the dice say so; recorded before any waiting, so a
+        call the client abandons still shows its fault."""
+        call.fault = self._draw(call.kind, ("rate_limit", "bad_request", "server_error", "timeout"))
         if call.fault is None:
             return None
-        call.status = {"rate_limit": 429, "server_error": 500, "timeout": 504}[call.fault]
+        call.status = {"rate_limit": 429, "bad_request": 400, "server_error": 500, "timeout": 504}[
+            call.fault
+        ]
+        if call.fault == "bad_request":
+            return self._error(
+                400,
+                "The response was filtered due to the prompt triggering the content management "
+                "policy (scripted)",
+                "invalid_request_error",
+            )
         if call.fault == "rate_limit":
             s = self._faults.retry_after_s
             headers = {"Retry-After": str(math.ceil(s)), "retry-after-ms": str(int(s * 1000))}

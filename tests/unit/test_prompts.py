@@ -28,6 +28,10 @@ RENDERERS: dict[str, Callable[[p.PromptLibrary], str]] = {
     "community_report": lambda lib: p.render_community_report(
         lib, input_text="Entities\nid,entity,description\n1,ACME CORP,x", max_report_length=900
     ),
+    "community_reports": lambda lib: p.render_community_reports(
+        lib,
+        contexts=[("3", "Entities\nid,entity,description\n1,ACME CORP,x"), ("4", "Entities")],
+    ),
     "local_search_system": lambda lib: p.render_local_search_system(
         lib, context_data="Entities\nid|entity\n1|ACME", response_type="one paragraph"
     ),

@@ -14,8 +14,20 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 import prompts as p
+from graph.model import Community
+from graph.report_context import (
+    ChildReport,
+    ReportClaim,
+    ReportContext,
+    ReportContextBuilder,
+    ReportEntity,
+    ReportGraph,
+    ReportRelationship,
+)
+from kgrag.testing.scripted_answers import KINDS, RequestRejected, answer, classify
 from kgrag.testing.scripted_llm import FaultConfig, ScriptedLLMServer
 
 LIB = p.PromptLibrary()
@@ -224,6 +236,391 @@ class TestOtherKinds:
             text_of(post_chat(server, [{"role": "user", "content": prompt}]))
         )
         assert rating.rating > 0
+
+
+# ---- community reports: leaf, mixed and reports-only parent contexts ------------------------
+
+BIG = [f"big{i}" for i in range(6)]
+SMALL = [f"small{i}" for i in range(3)]
+FAMILY_EDGES = [
+    *((a, b) for i, a in enumerate(BIG) for b in BIG[i + 1 :]),
+    *((a, b) for i, a in enumerate(SMALL) for b in SMALL[i + 1 :]),
+    ("big0", "small0"),  # the one edge between the two sub-communities
+]
+# Child reports cite records of their own contexts (ids the parent's context does not show)
+# and hold commas and quotes, so their rows are quoted CSV.
+CHILD_REPORTS = {
+    "c-big": ChildReport(
+        "c-big",
+        41,
+        'The "Big Six" cartel',
+        'The "Big Six" cartel: six firms, led by BIG0, fix prices '
+        "[Data: Entities (0, 1, 2, 3, 4, +more); Relationships (100, 101)].",
+    ),
+    "c-small": ChildReport(
+        "c-small",
+        42,
+        "Small trio of lenders",
+        "Small trio of lenders: three banks lend to the cartel [Data: Relationships (115)].",
+    ),
+}
+
+
+def _count_tokens(text: str) -> int:
+    return len(re.findall(r"\w+|[^\w\s]", text))
+
+
+def family_contexts() -> list[ReportContext]:
+    """The parent community's contexts from the largest budget down: elements only, then
+    one child's report in place of its elements, then both reports and the edge between."""
+    degree: dict[str, int] = {}
+    for a, b in FAMILY_EDGES:
+        degree[a], degree[b] = degree.get(a, 0) + 1, degree.get(b, 0) + 1
+    keys = sorted(degree)
+    entities = [
+        ReportEntity(
+            k, i, k.upper(), "organization", f"{k.upper()} fixes prices, with others", degree[k]
+        )
+        for i, k in enumerate(keys)
+    ]
+    rels = [
+        ReportRelationship(
+            f"{a}|{b}",
+            100 + i,
+            a,
+            b,
+            f"{a.upper()} works with {b.upper()}",
+            1.0,
+            degree[a] + degree[b],
+        )
+        for i, (a, b) in enumerate(FAMILY_EDGES)
+    ]
+    builder = ReportContextBuilder(ReportGraph.build(entities, rels), _count_tokens)
+    children = {
+        "c-big": Community("c-big", 1, "c-p", (), frozenset(BIG)),
+        "c-small": Community("c-small", 1, "c-p", (), frozenset(SMALL)),
+    }
+    parent = Community("c-p", 0, None, ("c-big", "c-small"), frozenset(BIG + SMALL))
+    out: dict[tuple[int, int], ReportContext] = {}
+    for budget in range(1000, 10, -5):
+        ctx = builder.build(
+            parent, max_tokens=budget, sub_communities=children, child_reports=CHILD_REPORTS
+        )
+        if ctx.child_reports or ctx.entities:  # below that, nothing of the community fits
+            out.setdefault((len(ctx.child_reports), len(ctx.entities)), ctx)
+    return list(out.values())
+
+
+def reports_only_context() -> ReportContext:
+    ctx = next(c for c in family_contexts() if len(c.child_reports) == 2 and not c.entities)
+    assert ctx.relationships and not ctx.truncated
+    return ctx
+
+
+def cited_ids(text: str) -> dict[str, set[str]]:
+    """Ids cited per table in every ``[Data: ...]`` of ``text`` (``+more`` is not an id)."""
+    cited: dict[str, set[str]] = {}
+    for block in re.findall(r"\[Data:([^\]]*)\]", text):
+        for part in block.split(";"):
+            m = re.fullmatch(r"\s*(\w+) \(([^)]*)\)\s*", part)
+            assert m, f"malformed citation [Data:{block}]"
+            ids = {i.strip() for i in m.group(2).split(",")} - {"+more"}
+            cited.setdefault(m.group(1), set()).update(ids)
+    return cited
+
+
+def input_ids(ctx: ReportContext) -> dict[str, set[str]]:
+    return {
+        "Reports": {str(r.human_readable_id) for r in ctx.child_reports},
+        "Entities": {str(i) for i in ctx.entity_hrids},
+        "Relationships": {str(i) for i in ctx.relationship_hrids},
+        "Claims": {str(i) for i in ctx.claim_hrids},
+    }
+
+
+def report_for(server: ScriptedLLMServer, data: str) -> httpx.Response:
+    prompt = p.render_community_report(LIB, input_text=data)
+    return post_chat(server, [{"role": "user", "content": prompt}])
+
+
+class TestCommunityReports:
+    def test_reports_only_parent_context_is_answered(self, server: ScriptedLLMServer) -> None:
+        ctx = reports_only_context()
+        assert "-----Reports-----" in ctx.text and "-----Entities-----" not in ctx.text
+        out = text_of(report_for(server, ctx.text))
+        report = p.CommunityReportResponse.model_validate_json(out)
+        cited = cited_ids(out)
+        assert cited["Reports"] == {"41", "42"}
+        assert cited["Relationships"] == {str(ctx.relationship_hrids[0])}
+        assert "Entities" not in cited  # the parent's context shows no entity rows
+        assert 'The "Big Six" cartel' in report.title
+        assert {f.summary for f in report.findings} >= {
+            'The "Big Six" cartel',
+            "Small trio of lenders",
+        }
+        assert any("three banks lend" in f.explanation for f in report.findings)
+
+    def test_every_family_context_cites_only_its_own_ids(self, server: ScriptedLLMServer) -> None:
+        contexts = family_contexts()
+        shapes = {(len(c.child_reports), bool(c.entities)) for c in contexts}
+        assert {(0, True), (1, True), (2, False)} <= shapes
+        for ctx in contexts:
+            out = text_of(report_for(server, ctx.text))
+            p.CommunityReportResponse.model_validate_json(out)
+            given = input_ids(ctx)
+            for table, ids in cited_ids(out).items():
+                assert ids <= given[table], (table, ids - given[table], ctx.text)
+
+    @pytest.mark.parametrize(
+        ("breakage", "reason"),
+        [
+            (lambda t: t.replace("=== Real data ===\nData:\n", "=== Real data ===\n"), "Data:"),
+            (lambda t: re.sub(r"(?m)^Data:\n", "", t), "Data:"),
+            (
+                lambda t: t.replace(CONTEXT, "Acme Corp makes anvils, and Widget Inc widgets."),
+                "neither an entity nor a report table",
+            ),
+            (
+                lambda t: t.replace(CONTEXT, CONTEXT.split("\n5|")[0]),
+                "neither an entity nor a report table",
+            ),
+            (
+                lambda t: t.replace(
+                    CONTEXT,
+                    "-----Relationships-----\nid|source|target|description\n31|A|B|A sued B\n",
+                ),
+                "neither an entity nor a report table",
+            ),
+            (
+                lambda t: t.replace(
+                    CONTEXT, "-----Reports-----\nid,title,content\nno id here,Anvils,Acme sued\n"
+                ),
+                "neither an entity nor a report table",
+            ),
+        ],
+        ids=[
+            "no-real-data-section",
+            "no-data-label",
+            "prose-only",
+            "entity-header-without-rows",
+            "relationships-only",
+            "report-rows-without-ids",
+        ],
+    )
+    def test_malformed_report_prompt_is_refused(
+        self, server: ScriptedLLMServer, breakage: Any, reason: str
+    ) -> None:
+        prompt = breakage(p.render_community_report(LIB, input_text=CONTEXT))
+        resp = post_chat(server, [{"role": "user", "content": prompt}])
+        assert resp.status_code == 400, resp.text
+        assert reason in resp.json()["error"]["message"]
+        assert server.calls()[-1].status == 400
+
+
+# ---- several small communities in one request ------------------------------------------------
+
+PORTS = ["harborview", "coastal", "rotterdam"]
+GRAIN = ["grainboard", "ashford"]
+
+
+def leaf_contexts() -> dict[str, ReportContext]:
+    """Contexts of two small leaf communities of one graph, built by the real builder; their
+    ids do not overlap, and the worked example's ids (1, 2, 5, 6, 10, 12) are not among them."""
+    names = {
+        "harborview": ("HARBORVIEW SHIPPING LTD", "organization"),
+        "coastal": ("COASTAL FREIGHT CO", "organization"),
+        "rotterdam": ("ROTTERDAM", "geo"),
+        "grainboard": ("NORTHERN GRAIN BOARD", "organization"),
+        "ashford": ("PORT OF ASHFORD", "geo"),
+    }
+    edges = [*((a, b) for i, a in enumerate(PORTS) for b in PORTS[i + 1 :]), (GRAIN[0], GRAIN[1])]
+    degree = {k: sum(k in e for e in edges) for k in names}
+    entities = [
+        ReportEntity(k, 200 + i, name, etype, f"{name}, in the shipping news", degree[k])
+        for i, (k, (name, etype)) in enumerate(names.items())
+    ]
+    rels = [
+        ReportRelationship(
+            f"{a}|{b}",
+            300 + i,
+            a,
+            b,
+            f"{names[a][0]} deals with {names[b][0]}",
+            1.0,
+            degree[a] + degree[b],
+        )
+        for i, (a, b) in enumerate(edges)
+    ]
+    claims = [
+        ReportClaim("cl1", 400, "harborview", "ACQUISITION", "TRUE", "Harborview buys Coastal")
+    ]
+    builder = ReportContextBuilder(ReportGraph.build(entities, rels, claims), _count_tokens)
+    return {
+        cid: builder.build(Community(cid, 1, None, (), frozenset(keys)), max_tokens=2000)
+        for cid, keys in (("c-ports", PORTS), ("c-grain", GRAIN))
+    }
+
+
+def batch_contexts() -> list[tuple[str, ReportContext]]:
+    """Two leaves and a parent shown only through its children's reports, in that order."""
+    leaves = leaf_contexts()
+    return [
+        ("c-ports", leaves["c-ports"]),
+        ("c-grain", leaves["c-grain"]),
+        ("c-p", reports_only_context()),
+    ]
+
+
+def reports_prompt(contexts: list[tuple[str, str]]) -> str:
+    return p.render_community_reports(LIB, contexts=contexts)
+
+
+def batch_prompt() -> str:
+    return reports_prompt([(cid, ctx.text) for cid, ctx in batch_contexts()])
+
+
+def post_reports(srv: ScriptedLLMServer, prompt: str) -> httpx.Response:
+    return post_chat(srv, [{"role": "user", "content": prompt}])
+
+
+RELS_ONLY = "-----Relationships-----\nid,source,target,description\n31,A,B,A sued B\n"
+ENTS = "-----Entities-----\nid,entity,description,degree\n5,ACME CORP,Acme makes anvils,1\n"
+
+
+def _without_second_data_line(prompt: str) -> str:
+    head, real = prompt.split("=== Real data ===")
+    second = real.index("Community: c-grain")
+    return head + "=== Real data ===" + real[:second] + real[second:].replace("Data:\n", "", 1)
+
+
+class TestBatchedCommunityReports:
+    def test_kind_is_known_and_classified(self) -> None:
+        assert KINDS["community_reports"] == p.TASK_MARKERS["community_reports"]
+        msgs = [{"role": "user", "content": batch_prompt()}]
+        assert classify(msgs) == "community_reports"
+        single = p.render_community_report(LIB, input_text=CONTEXT)
+        assert classify([{"role": "user", "content": single}]) == "community_report"
+
+    def test_one_report_per_community_in_order(self, server: ScriptedLLMServer) -> None:
+        contexts = batch_contexts()
+        assert [bool(ctx.entities) for _, ctx in contexts] == [True, True, False]
+        assert contexts[0][1].claims  # the ports community carries a claim
+        out = text_of(post_reports(server, batch_prompt()))
+        batch = p.CommunityReportsResponse.model_validate_json(out)
+        assert [r.community for r in batch.reports] == [cid for cid, _ in contexts]
+        assert server.calls()[-1].kind == "community_reports"
+        for (cid, ctx), report in zip(contexts, batch.reports, strict=True):
+            cited = cited_ids(report.model_dump_json())
+            given = input_ids(ctx)
+            assert cited, cid
+            for table, ids in cited.items():
+                assert ids and ids <= given[table], (cid, table, ids - given[table])
+            # exactly the report the single-community prompt gets for the same context
+            single = json.loads(text_of(report_for(server, ctx.text)))
+            assert report.model_dump(exclude={"community"}) == (
+                p.CommunityReportResponse.model_validate(single).model_dump()
+            )
+        assert "Claims" in cited_ids(batch.reports[0].model_dump_json())
+        assert "HARBORVIEW SHIPPING LTD" in batch.reports[0].title
+        assert "NORTHERN GRAIN BOARD" in batch.reports[1].title
+        assert cited_ids(batch.reports[2].model_dump_json())["Reports"] == {"41", "42"}
+
+    def test_example_blocks_are_not_answered(self) -> None:
+        prompt = reports_prompt([("c-only", ENTS)])
+        assert "Community: 41" in prompt  # the worked example's blocks
+        out = json.loads(answer("community_reports", [{"role": "user", "content": prompt}]))
+        assert [r["community"] for r in out["reports"]] == ["c-only"]
+        assert cited_ids(json.dumps(out)) == {"Entities": {"5"}}
+
+    @pytest.mark.parametrize(
+        ("make", "reason"),
+        [
+            (
+                lambda: batch_prompt().replace("=== Real data ===\n", ""),
+                "no === Real data === section",
+            ),
+            (
+                lambda: re.sub(r"(?m)^Community: .*\n", "", batch_prompt()),
+                "no Community: block",
+            ),
+            (
+                lambda: (
+                    batch_prompt().split("=== Real data ===")[0] + "=== Real data ===\n\nReports:"
+                ),
+                "no Community: block",
+            ),
+            (
+                lambda: _without_second_data_line(batch_prompt()),
+                "community c-grain of the reports prompt has no Data: line",
+            ),
+            (
+                lambda: reports_prompt([("c1", ENTS), ("c2", ENTS), ("c1", CONTEXT)]),
+                "gives community c1 twice",
+            ),
+            (
+                lambda: reports_prompt([("c1", ENTS), ("", ENTS)]),
+                "without an id",
+            ),
+            (
+                lambda: reports_prompt([("c1", ENTS), ("c2", RELS_ONLY)]),
+                "community c2 of the reports prompt has neither an entity nor a report table",
+            ),
+            (
+                lambda: reports_prompt(
+                    [("c1", "Acme makes anvils, and Widget widgets."), ("c2", ENTS)]
+                ),
+                "community c1 of the reports prompt has neither an entity nor a report table",
+            ),
+            (
+                lambda: reports_prompt(
+                    [("c1", "-----Reports-----\nid,title,content\nno id here,Anvils,Acme sued\n")]
+                ),
+                "community c1 of the reports prompt has neither an entity nor a report table",
+            ),
+            (
+                lambda: reports_prompt([("c1", ENTS.split("\n5,")[0])]),
+                "community c1 of the reports prompt has neither an entity nor a report table",
+            ),
+        ],
+        ids=[
+            "no-real-data-section",
+            "no-community-line",
+            "empty-real-data",
+            "block-without-data-line",
+            "duplicate-ids",
+            "empty-id",
+            "relationships-only-block",
+            "prose-only-block",
+            "report-rows-without-ids",
+            "entity-header-without-rows",
+        ],
+    )
+    def test_malformed_batch_prompt_is_refused(
+        self, server: ScriptedLLMServer, make: Any, reason: str
+    ) -> None:
+        prompt = make()
+        assert prompt.startswith(p.TASK_MARKERS["community_reports"])
+        resp = post_reports(server, prompt)
+        assert resp.status_code == 400, resp.text
+        assert reason in resp.json()["error"]["message"]
+        call = server.calls()[-1]
+        assert (call.kind, call.status) == ("community_reports", 400)
+        with pytest.raises(RequestRejected, match=re.escape(reason)):
+            answer("community_reports", [{"role": "user", "content": prompt}])
+
+    def test_malformed_and_truncated_batch_answers_fail_validation(
+        self, server: ScriptedLLMServer
+    ) -> None:
+        server.set_faults({"malformed": 1.0, "kinds": ["community_reports"]})
+        assert "<|COMPLETE|>" in text_of(post_chat(server, extraction()))  # other kinds spared
+        bad = text_of(post_reports(server, batch_prompt()))
+        with pytest.raises(ValidationError):
+            p.CommunityReportsResponse.model_validate_json(bad)
+        server.set_faults({"truncated": 1.0, "kinds": ["community_reports"]})
+        cut = text_of(post_reports(server, batch_prompt()))
+        with pytest.raises(ValidationError):
+            p.CommunityReportsResponse.model_validate_json(cut)
+        assert [c.fault for c in server.calls()] == [None, "malformed", "truncated"]
 
 
 class TestFaultsAndScripts:
