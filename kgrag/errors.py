@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from graph.errors import PicklableError
 
-class KgragError(Exception):
-    """Base of every error this project raises on purpose."""
+
+class KgragError(PicklableError):
+    """Base of every error this project raises on purpose.
+
+    It pickles by state (see ``PicklableError``), so a subclass may take whatever ``__init__``
+    arguments it needs and still cross from a pool child to its parent intact.
+    """
 
 
 class ConfigError(KgragError):

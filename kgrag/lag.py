@@ -46,9 +46,9 @@ async def consumer_lag(
         bootstrap_servers=servers, enable_auto_commit=False, request_timeout_ms=timeout_ms
     )
     admin = AIOKafkaAdminClient(bootstrap_servers=servers, request_timeout_ms=timeout_ms)
-    await consumer.start()
-    await admin.start()
     try:
+        await consumer.start()
+        await admin.start()
         if topics is not None:
             parts = [
                 TopicPartition(settings.topic(name), p)

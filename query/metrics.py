@@ -10,6 +10,13 @@ Gauges that describe the outside world (snapshot age, consumer lag) are set when
 costs two round trips to Kafka (the worker group's committed offsets and the topics' end
 offsets); it is cached for ``lag_ttl_s`` so a fast scraper cannot turn into load on the
 broker, and a failure leaves the last figure in place and counts an error.
+
+The community job's gauges (alive, restarts, failed items, last run, pending graph changes)
+come from its status file (``kgrag.job_status``) and from ``PendingProbe``, which reads the
+end offsets of ``graph_changes`` for ``/healthz`` and ``/metrics`` alike. That probe caches
+for a few seconds for the same reason, remembers a failure for as long (so a broker that is
+away does not slow every probe down by a timeout), and takes its reader as a parameter so
+tests can hand it figures without a broker.
 """
 
 from __future__ import annotations
@@ -17,10 +24,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from kgrag.job_status import JobStatus
 from kgrag.lag import consumer_lag
 from kgrag.settings import Settings
 from query.results import QueryResult
@@ -101,6 +111,31 @@ class QueryMetrics:
             "Failed attempts to read the worker group's lag",
             registry=reg,
         )
+        self.community_job_alive = Gauge(
+            "kgrag_community_job_alive",
+            "1 while the community job writes its status (heartbeat), else 0",
+            registry=reg,
+        )
+        self.community_job_restarts = Gauge(
+            "kgrag_community_job_restarts",
+            "Restarts of the community job process and of its child pool (current leader)",
+            registry=reg,
+        )
+        self.community_failed_items = Gauge(
+            "kgrag_community_failed_items",
+            "Reports and summaries the LLM refused, waiting for a retry",
+            registry=reg,
+        )
+        self.community_last_run = Gauge(
+            "kgrag_community_last_run_timestamp_seconds",
+            "Unix time the community job finished its last run (0: none yet)",
+            registry=reg,
+        )
+        self.community_pending_changes = Gauge(
+            "kgrag_community_pending_changes",
+            "Graph changes written to Kafka but not yet in the snapshot being served",
+            registry=reg,
+        )
 
     def observe(self, method: str, seconds: float, outcome: str = "ok") -> None:
         self.latency.labels(method).observe(seconds)
@@ -112,6 +147,19 @@ class QueryMetrics:
         self.llm_tokens.labels(method, "prompt").inc(result.prompt_tokens)
         self.llm_tokens.labels(method, "completion").inc(result.completion_tokens)
         self.removed_citations.labels(method).inc(result.removed_citations)
+
+    def set_community(
+        self, job: JobStatus | None, pending: int | None, now: float | None = None
+    ) -> None:
+        """The community job's gauges from its status (None: never ran) and the pending
+        graph changes (None: unknown, the last figure stays)."""
+        self.community_job_alive.set(1 if job is not None and job.alive(now) else 0)
+        self.community_job_restarts.set(0 if job is None else job.restarts)
+        self.community_failed_items.set(0 if job is None else job.failed_items_total)
+        last = None if job is None else job.last_run
+        self.community_last_run.set(0 if last is None else last.finished_at)
+        if pending is not None:
+            self.community_pending_changes.set(pending)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -141,4 +189,60 @@ class LagProbe:
                 return self.last
             for topic, n in self.last.items():
                 self._metrics.consumer_lag.labels(topic).set(n)
+            return self.last
+
+
+EndOffsetsReader = Callable[[Settings, float], Awaitable[dict[int, int]]]
+
+
+async def graph_end_offsets(settings: Settings, timeout_s: float = 5.0) -> dict[int, int]:
+    """Partition -> end offset (the next offset to be written) of the ``graph_changes``
+    topic; empty when the topic does not exist yet (no worker has run in this namespace)."""
+    topic = settings.topic("graph_changes")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        enable_auto_commit=False,
+        request_timeout_ms=max(1, int(timeout_s * 1000)),
+    )
+    try:
+        await consumer.start()
+        if topic not in await consumer.topics():
+            return {}
+        parts = [TopicPartition(topic, p) for p in range(settings.kafka.partitions)]
+        ends: dict[TopicPartition, int] = await consumer.end_offsets(parts)
+    finally:
+        await consumer.stop()
+    return {tp.partition: offset for tp, offset in ends.items()}
+
+
+class PendingProbe:
+    """End offsets of ``graph_changes``, cached for ``ttl_s``; a failure is cached as long.
+
+    ``refresh()`` returns the offsets, or None when they could not be read (``error`` then
+    says why). ``read`` replaces the Kafka reader (tests); by default ``graph_end_offsets``
+    is looked up when called, so patching the module attribute reaches every probe."""
+
+    def __init__(
+        self, settings: Settings, ttl_s: float = 5.0, read: EndOffsetsReader | None = None
+    ) -> None:
+        self._settings = settings
+        self._ttl_s = ttl_s
+        self._read = read
+        self._checked = float("-inf")
+        self._lock = asyncio.Lock()
+        self.last: dict[int, int] | None = None
+        self.error: str | None = None
+
+    async def refresh(self, timeout_s: float = 2.0) -> dict[int, int] | None:
+        async with self._lock:
+            if time.monotonic() - self._checked < self._ttl_s:
+                return self.last
+            read = self._read or graph_end_offsets
+            try:
+                self.last = await asyncio.wait_for(read(self._settings, timeout_s), timeout_s + 1)
+                self.error = None
+            except Exception as e:  # any Kafka failure only costs the figure
+                log.warning("graph_changes end offsets not available: %s", e)
+                self.last, self.error = None, f"{type(e).__name__}: {e}"
+            self._checked = time.monotonic()
             return self.last

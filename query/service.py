@@ -42,11 +42,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from graph.documents import document_from_obj, document_to_obj
-from graph.errors import InvalidDocumentError
+from graph.errors import InvalidDocumentError, PicklableError
 from graph.keys import entity_key
 from graph.protocols import LLM, VectorHit
 from graph.snapshot_model import SnapshotCommunity, SnapshotEntity
 from kgrag.errors import ConfigError
+from kgrag.health import assess, pending_changes
+from kgrag.job_status import read_status
 from kgrag.llm import LLMError, OpenAILLM
 from kgrag.settings import Settings
 from kgrag.snapshot_store import PointerStamp, SnapshotStore, SnapshotWatcher
@@ -62,7 +64,7 @@ from query.global_search import GlobalSearchConfig, global_search
 from query.history import HistoryTurn
 from query.index import QueryIndex
 from query.local_search import local_search
-from query.metrics import LagProbe, QueryMetrics
+from query.metrics import LagProbe, PendingProbe, QueryMetrics
 from query.offline_answers import (
     offline_basic,
     offline_global,
@@ -90,8 +92,12 @@ OPEN_PATHS = frozenset({"/healthz", "/metrics", "/docs", "/docs/oauth2-redirect"
 # ==== errors ====================================================================================
 
 
-class ApiError(Exception):
-    """An error the client can act on: an HTTP status, a stable code and a sentence."""
+class ApiError(PicklableError):
+    """An error the client can act on: an HTTP status, a stable code and a sentence.
+
+    Picklable by state, like the project's other errors, though it is not a ``KgragError``:
+    handlers that catch those must not turn an HTTP answer into something else.
+    """
 
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
@@ -1017,31 +1023,67 @@ def _graph_routes(state: ServiceState) -> APIRouter:
 
 def _ops_routes(state: ServiceState) -> APIRouter:
     router = APIRouter(tags=["operations"])
+    pending_probe = PendingProbe(state.settings)
 
-    @router.get("/healthz", summary="Snapshot version and age, Kafka and Weaviate reachability")
+    @router.get(
+        "/healthz",
+        summary="Snapshot version and age, Kafka and Weaviate reachability, community job",
+        description="`status` is `ok`, `degraded` (with one sentence per problem in "
+        "`reasons`: Kafka or Weaviate unreachable, graph changes pending while the newest "
+        "version is older than `community.stale_after_s`, items the LLM refused) or "
+        "`no_snapshot`. `community_job` is the job's status file (null before it ever ran); "
+        "`pending_changes` the graph changes not yet in the served snapshot (null when "
+        "Kafka could not be read).",
+    )
     async def healthz() -> Any:
-        kafka, weaviate = await asyncio.gather(
-            kafka_reachable(state.settings), weaviate_reachable(state.settings)
+        kafka, weaviate, ends = await asyncio.gather(
+            kafka_reachable(state.settings),
+            weaviate_reachable(state.settings),
+            pending_probe.refresh(),
         )
         index = await state.holder.get()
-        snapshot = None if index is None else snapshot_info(index)
-        status = "ok" if index is not None and kafka[0] and weaviate[0] else "degraded"
+        job = read_status(state.settings)
+        pending = pending_in(index, ends)
+        unreachable = [
+            f"{name} is not reachable: {detail}"
+            for name, (ok, detail) in (("Kafka", kafka), ("Weaviate", weaviate))
+            if not ok
+        ]
+        health = assess(
+            snapshot_version=None if index is None else index.version,
+            snapshot_age_s=None if index is None else snapshot_age_s(index),
+            pending=pending,
+            stale_after_s=state.settings.community.stale_after_s,
+            job=job,
+            unreachable=unreachable,
+        )
         return {
-            "status": "no_snapshot" if index is None else status,
-            "snapshot": snapshot,
+            "status": health.status,
+            "reasons": list(health.reasons),
+            "snapshot": None if index is None else snapshot_info(index),
             "kafka": {"reachable": kafka[0], "detail": kafka[1]},
             "weaviate": {"reachable": weaviate[0], "detail": weaviate[1]},
             "mode": "offline" if state.deps is None or state.deps.llm is None else "llm",
+            "pending_changes": pending,
+            "community_job": None if job is None else job.to_json(),
         }
 
     @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
     async def metrics() -> Response:
         index = await state.holder.get()
         _set_snapshot_gauges(state.metrics, index)
-        await state.lag.refresh()
+        _, ends = await asyncio.gather(state.lag.refresh(), pending_probe.refresh())
+        state.metrics.set_community(read_status(state.settings), pending_in(index, ends))
         return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
 
     return router
+
+
+def pending_in(index: QueryIndex | None, ends: dict[int, int] | None) -> int | None:
+    """Graph changes beyond the served snapshot (None when the end offsets are unknown)."""
+    if ends is None:
+        return None
+    return pending_changes(ends, None if index is None else index.snapshot.meta.consumed_offsets)
 
 
 def snapshot_age_s(index: QueryIndex) -> float | None:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from fastapi.testclient import TestClient
 
 from graph.protocols import ChatResult
 from graph.snapshot_model import Snapshot, SnapshotMeta
+from kgrag.job_status import FailedItem, JobStatus, LastRun, write_status
 from kgrag.settings import ApiSettings, Settings, load_settings
 from kgrag.snapshot_store import SnapshotStore
 from query.citations import cited_ids
@@ -369,3 +372,194 @@ class TestAnswerPieces:
         pieces = list(answer_pieces(text, size=16))
         assert "".join(pieces) == text
         assert all(p for p in pieces)
+
+
+# ==== /healthz and /metrics: the community job ==================================================
+
+
+def aged(version: int, age_s: float, consumed: dict[str, int]) -> Snapshot:
+    """The world as ``version``, written ``age_s`` ago, having read graph_changes up to
+    ``consumed`` (partition -> next offset)."""
+    created = datetime.fromtimestamp(time.time() - age_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    meta = replace(versioned(world(), version).meta, created_at=created, consumed_offsets=consumed)
+    return replace(world(), meta=meta)
+
+
+def job_status(*, heard_s_ago: float, failed: int = 0, **changes: Any) -> JobStatus:
+    now = time.time()
+    items = tuple(
+        FailedItem("report", f"c{i}", "HTTP 400: content filter", 1, now - 60, now + 30)
+        for i in range(failed)
+    )
+    last = LastRun(version=1, finished_at=now - 600, duration_s=2.5, changes=4, events=1,
+                   reports_regenerated=2, summaries_written=3, failed_items=failed)  # fmt: skip
+    base = JobStatus(
+        state="waiting",
+        pid=4242,
+        started_at=now - 3600,
+        updated_at=now - heard_s_ago,
+        runs=1,
+        supervisor_restarts=1,
+        pool_restarts=1,
+        last_run=last,
+        failed_items_total=failed,
+        failed_items=items,
+    )
+    return replace(base, **changes)
+
+
+@pytest.fixture
+def end_offsets(monkeypatch: pytest.MonkeyPatch) -> dict[int, int]:
+    """graph_changes end offsets as the service's probe will read them (no Kafka needed)."""
+    ends = {0: 10, 1: 2}
+
+    async def fake(settings: Settings, timeout_s: float) -> dict[int, int]:
+        return dict(ends)
+
+    monkeypatch.setattr("query.metrics.graph_end_offsets", fake)
+    return ends
+
+
+UNREACHABLE = (
+    "Kafka is not reachable: 127.0.0.1:1",
+    "Weaviate is not reachable: http://127.0.0.1:1",
+)
+
+
+def community_reasons(body: dict[str, Any]) -> list[str]:
+    """The reasons besides the unreachable services every test here lacks."""
+    reasons = body["reasons"]
+    unreachable = [r for r in reasons if r.startswith(UNREACHABLE)]
+    assert len(unreachable) == 2, reasons
+    return [r for r in reasons if r not in unreachable]
+
+
+@pytest.fixture
+def no_lag(monkeypatch: pytest.MonkeyPatch) -> None:
+    """/metrics also reads the worker group's lag; answer it without a broker."""
+
+    async def fake(settings: Settings, **kw: Any) -> dict[str, int]:
+        return {}
+
+    monkeypatch.setattr("query.metrics.consumer_lag", fake)
+
+
+class TestHealthCommunityJob:
+    def test_pending_changes_on_a_stale_version_name_the_silent_job(
+        self, tmp_path: Path, store: SnapshotStore, end_offsets: dict[int, int]
+    ) -> None:
+        store.write(aged(1, 600, {"0": 4, "1": 0}))
+        write_status(settings(tmp_path), job_status(heard_s_ago=45))
+        with client_for(tmp_path, store) as c:
+            body = c.get("/healthz").json()
+        assert body["status"] == "degraded" and body["pending_changes"] == 8
+        stale = community_reasons(body)
+        assert len(stale) == 1, body["reasons"]
+        assert stale[0].startswith("8 graph change(s) pending and the newest version (v1) is 10")
+        assert "(stale after 5 min)" in stale[0]
+        assert stale[0].endswith("community job not heard from for 45 s")
+        job = body["community_job"]
+        assert job["alive"] is False and job["state"] == "waiting" and job["restarts"] == 2
+        assert job["last_run"]["version"] == 1
+
+    def test_last_error_of_a_live_job_is_quoted(
+        self, tmp_path: Path, store: SnapshotStore, end_offsets: dict[int, int]
+    ) -> None:
+        store.write(aged(1, 900, {}))
+        status = job_status(heard_s_ago=1, state="running", last_error="HTTP 503 from the LLM")
+        write_status(settings(tmp_path), status)
+        with client_for(tmp_path, store) as c:
+            body = c.get("/healthz").json()
+        stale = community_reasons(body)
+        assert len(stale) == 1 and stale[0].startswith("12 graph change(s) pending")
+        assert stale[0].endswith(
+            "community job is running; community job last error: HTTP 503 from the LLM"
+        )
+        assert body["community_job"]["alive"] is True
+
+    def test_failed_items_are_a_reason_even_when_fresh(
+        self, tmp_path: Path, store: SnapshotStore, end_offsets: dict[int, int]
+    ) -> None:
+        store.write(aged(1, 5, {"0": 10, "1": 2}))
+        write_status(settings(tmp_path), job_status(heard_s_ago=1, failed=3))
+        with client_for(tmp_path, store) as c:
+            body = c.get("/healthz").json()
+        assert body["pending_changes"] == 0
+        community = community_reasons(body)
+        assert len(community) == 1
+        assert community[0].startswith("3 report(s)/summary(ies) refused by the LLM, retrying: ")
+        assert body["community_job"]["failed_items_total"] == 3
+        assert len(body["community_job"]["failed_items"]) == 3
+
+    def test_fresh_version_with_pending_changes_is_not_stale(
+        self, tmp_path: Path, store: SnapshotStore, end_offsets: dict[int, int]
+    ) -> None:
+        store.write(aged(1, 5, {}))
+        with client_for(tmp_path, store) as c:
+            body = c.get("/healthz").json()
+        assert body["pending_changes"] == 12 and body["community_job"] is None
+        assert community_reasons(body) == []
+
+    def test_kafka_failure_leaves_healthz_answering(
+        self, tmp_path: Path, store: SnapshotStore
+    ) -> None:
+        store.write(aged(1, 3600, {}))  # stale, but the pending figure cannot be read
+        write_status(settings(tmp_path), job_status(heard_s_ago=45))
+        with client_for(tmp_path, store) as c:
+            r = c.get("/healthz")
+        body = r.json()
+        assert r.status_code == 200 and body["status"] == "degraded"
+        assert body["pending_changes"] is None and body["kafka"]["reachable"] is False
+        assert community_reasons(body) == []
+        assert body["community_job"]["pid"] == 4242
+
+    def test_end_offsets_are_read_once_per_few_seconds(
+        self, tmp_path: Path, store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        calls: list[float] = []
+
+        async def counting(settings: Settings, timeout_s: float) -> dict[int, int]:
+            calls.append(timeout_s)
+            return {0: 1}
+
+        monkeypatch.setattr("query.metrics.graph_end_offsets", counting)
+        store.write(aged(1, 5, {}))
+        with client_for(tmp_path, store) as c:
+            for _ in range(3):
+                assert c.get("/healthz").json()["pending_changes"] == 1
+        assert len(calls) == 1
+
+    @pytest.mark.usefixtures("no_lag")
+    def test_metrics_expose_the_community_gauges(
+        self, tmp_path: Path, store: SnapshotStore, end_offsets: dict[int, int]
+    ) -> None:
+        store.write(aged(1, 600, {"0": 4}))
+        status = job_status(heard_s_ago=45, failed=2)
+        write_status(settings(tmp_path), status)
+        with client_for(tmp_path, store) as c:
+            text = c.get("/metrics").text
+        assert status.last_run is not None
+        gauges = {
+            "kgrag_community_job_alive": 0.0,
+            "kgrag_community_job_restarts": 2.0,
+            "kgrag_community_failed_items": 2.0,
+            "kgrag_community_last_run_timestamp_seconds": status.last_run.finished_at,
+            "kgrag_community_pending_changes": 8.0,
+        }
+        values = {
+            line.split()[0]: float(line.split()[1])
+            for line in text.splitlines()
+            if line.startswith("kgrag_community_")
+        }
+        for name, value in gauges.items():
+            assert values[name] == pytest.approx(value), name
+
+    @pytest.mark.usefixtures("no_lag")
+    def test_metrics_without_a_status_file(
+        self, tmp_path: Path, store: SnapshotStore, end_offsets: dict[int, int]
+    ) -> None:
+        store.write(aged(1, 5, {}))
+        with client_for(tmp_path, store) as c:
+            text = c.get("/metrics").text
+        assert "kgrag_community_job_alive 0.0" in text
+        assert "kgrag_community_pending_changes 12.0" in text

@@ -1,0 +1,443 @@
+"""``kgrag status``: is the index keeping up, and if not, where is the work stuck?
+
+One command answers what an operator asks first: how much is indexed, how much work waits at
+each stage, whether the community job is alive and what it last did, which reports the LLM
+refused, how old the newest version is, and when the backlog will be gone. It reads only
+what other processes already publish, so it needs neither a running worker nor the query
+service: the latest snapshot's ``meta.json`` (not the whole snapshot), the community job's
+status file (``kgrag.job_status``) and, from Kafka, the worker group's lag and the end offsets
+of ``graph_changes``. Kafka is the only part that can be away; then the command still shows
+the rest and says Kafka was unreachable, so it is useful precisely when something is down.
+
+The verdict, the pending arithmetic and the ETA come from ``kgrag.health``, the same functions
+behind the query service's ``/healthz``, so both say the same thing about the same state.
+``--json`` prints one object with stable keys (listed in the command's help) for scripts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import orjson
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from graph.snapshots import META_FILE
+from kgrag.errors import KgragError
+from kgrag.health import Eta, assess, describe_job, eta, format_duration, pending_changes
+from kgrag.job_status import JobStatus, read_status
+from kgrag.lag import consumer_lag
+from kgrag.settings import Settings, get_settings
+from kgrag.snapshot_store import SnapshotStore
+
+log = logging.getLogger(__name__)
+
+console = Console()
+err_console = Console(stderr=True)
+
+# Worker-group topics (settings names) in pipeline order; graph_changes is counted against the
+# latest snapshot instead, since the community job (not the group's commits) is what folds it in.
+STAGES = (
+    "documents",
+    "chunks",
+    "extractions",
+    "entity_items",
+    "relationship_items",
+    "claim_items",
+)
+GRAPH_CHANGES = "graph_changes"
+FAILED_SHOWN = 5  # refused items listed in the human form
+_META_ATTEMPTS = 3
+
+
+class KafkaUnreachableError(KgragError):
+    """Kafka could not be read; the rest of the status was still shown."""
+
+
+# ---- gathering -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotFacts:
+    """What ``kgrag status`` needs from the latest snapshot: its ``meta.json`` only."""
+
+    version: int
+    created_at: str
+    mode: str
+    counts: dict[str, int]
+    consumed_offsets: dict[str, int]
+
+    def age_s(self, now: float) -> float | None:
+        try:
+            at = datetime.fromisoformat(self.created_at.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        at = at if at.tzinfo else at.replace(tzinfo=UTC)
+        return max(0.0, now - at.timestamp())
+
+
+def latest_snapshot(settings: Settings) -> SnapshotFacts | None:
+    """The latest snapshot's meta, or None before the first one. Reads one small file (and
+    creates nothing: a namespace without a snapshot directory has no snapshot)."""
+    root = settings.snapshots_dir
+    if not root.is_dir():
+        return None
+    store = SnapshotStore(root, keep=settings.community.keep_snapshots)
+    for _ in range(_META_ATTEMPTS):
+        version = store.latest_version()
+        if version is None:
+            return None
+        try:
+            doc = orjson.loads((store.path_of(version) / META_FILE).read_bytes())
+        except FileNotFoundError:
+            continue  # pruned between reading the pointer and opening it: look again
+        except (OSError, ValueError) as e:
+            raise KgragError(
+                f"snapshot {version} in {root} cannot be read ({e}); the community job's "
+                "next run replaces it, or delete that directory's LATEST pointer to start over"
+            ) from e
+        meta = doc.get("meta", {}) if isinstance(doc, dict) else {}
+        return SnapshotFacts(
+            version=version,
+            created_at=str(meta.get("created_at", "")),
+            mode=str(meta.get("mode", "")),
+            counts={str(k): int(v) for k, v in (meta.get("counts") or {}).items()},
+            consumed_offsets={
+                str(k): int(v) for k, v in (meta.get("consumed_offsets") or {}).items()
+            },
+        )
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSample:
+    """One reading of the backlog: worker-group lag per stage, graph_changes end offsets."""
+
+    at: float  # monotonic
+    stage_lag: dict[str, int]
+    graph_ends: dict[int, int]
+
+    def pending(self, snapshot: SnapshotFacts | None) -> dict[str, int]:
+        out = {name: self.stage_lag.get(name, 0) for name in STAGES}
+        consumed = None if snapshot is None else snapshot.consumed_offsets
+        out[GRAPH_CHANGES] = pending_changes(self.graph_ends, consumed)
+        return out
+
+
+async def sample_kafka(settings: Settings, timeout_s: float) -> KafkaSample:
+    """Read the backlog once; raises whatever the Kafka client raises when it cannot."""
+    from query.metrics import graph_end_offsets
+
+    async def read() -> KafkaSample:
+        ends = await graph_end_offsets(settings, timeout_s)
+        if not ends:  # topics not created yet: nothing can be pending
+            return KafkaSample(time.monotonic(), {}, {})
+        lag = await consumer_lag(settings, topics=STAGES, timeout_ms=int(timeout_s * 1000))
+        by_name = {settings.topic(name): name for name in STAGES}
+        stage_lag = {by_name[t]: n for t, n in lag.items() if t in by_name}
+        return KafkaSample(time.monotonic(), stage_lag, ends)
+
+    return await asyncio.wait_for(read(), 2 * timeout_s + 1)
+
+
+def kafka_error_message(settings: Settings, err: BaseException, timeout_s: float) -> str:
+    servers = settings.kafka.bootstrap_servers
+    if isinstance(err, TimeoutError):
+        why = f"no answer within {timeout_s:g} s"
+    elif type(err).__name__ == "KafkaConnectionError":
+        why = "connection failed"
+    else:
+        why = f"{type(err).__name__}: {err}"
+    return (
+        f"Kafka at {servers} is unreachable ({why}); start it with `kgrag services up` or "
+        "point KGRAG_KAFKA__BOOTSTRAP_SERVERS at it. Pending work and ETA are unknown"
+    )
+
+
+@dataclass
+class StatusReport:
+    """Everything ``kgrag status`` shows; ``to_json()`` is the ``--json`` output."""
+
+    settings: Settings
+    checked_at: float  # unix time
+    snapshot: SnapshotFacts | None
+    job: JobStatus | None
+    pending: dict[str, int] | None  # None: Kafka unreachable
+    eta: Eta | None
+    sample_s: float
+    kafka_error: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def pending_total(self) -> int | None:
+        return None if self.pending is None else sum(self.pending.values())
+
+    def health(self) -> tuple[str, tuple[str, ...]]:
+        h = assess(
+            snapshot_version=None if self.snapshot is None else self.snapshot.version,
+            snapshot_age_s=self._snapshot_age(),
+            pending=None if self.pending is None else self.pending[GRAPH_CHANGES],
+            stale_after_s=self.settings.community.stale_after_s,
+            job=self.job,
+            unreachable=[self.kafka_error] if self.kafka_error else [],
+            now=self.checked_at,
+        )
+        return h.status, h.reasons
+
+    def _snapshot_age(self) -> float | None:
+        return None if self.snapshot is None else self.snapshot.age_s(self.checked_at)
+
+    def to_json(self) -> dict[str, Any]:
+        snap = self.snapshot
+        status, reasons = self.health()
+        job = self.job
+        return {
+            "namespace": self.settings.namespace,
+            "checked_at": self.checked_at,
+            "documents_indexed": None if snap is None else snap.counts.get("documents"),
+            "snapshot": None
+            if snap is None
+            else {
+                "version": snap.version,
+                "created_at": snap.created_at,
+                "age_s": self._snapshot_age(),
+                "mode": snap.mode,
+                "counts": snap.counts,
+                "consumed_offsets": snap.consumed_offsets,
+            },
+            "kafka": {
+                "bootstrap_servers": self.settings.kafka.bootstrap_servers,
+                "reachable": self.kafka_error is None,
+                "error": self.kafka_error,
+            },
+            "pending": self.pending,
+            "pending_total": self.pending_total,
+            "eta": {
+                "seconds": None if self.eta is None else self.eta.seconds,
+                "drained_per_s": None if self.eta is None else self.eta.drained_per_s,
+                "sample_s": self.sample_s,
+                "text": format_duration(None if self.eta is None else self.eta.seconds),
+            },
+            "community_job": None if job is None else job.to_json(),
+            "community_job_heard_s_ago": None if job is None else job.age_s(self.checked_at),
+            "health": {"status": status, "reasons": list(reasons)},
+            "notes": self.notes,
+        }
+
+
+async def collect(settings: Settings, *, sample_s: float, timeout_s: float) -> StatusReport:
+    """Read everything once, and the backlog a second time ``sample_s`` later for the ETA."""
+    notes: list[str] = []
+    kafka_error: str | None = None
+    first: KafkaSample | None = None
+    second: KafkaSample | None = None
+    first_snapshot = await asyncio.to_thread(latest_snapshot, settings)
+    try:
+        first = await sample_kafka(settings, timeout_s)
+    except Exception as e:  # aiokafka raises its own types; every one means "no figures"
+        log.debug("Kafka not readable", exc_info=e)
+        kafka_error = kafka_error_message(settings, e, timeout_s)
+    if first is not None and sample_s > 0:
+        await asyncio.sleep(sample_s)
+        try:
+            second = await sample_kafka(settings, timeout_s)
+        except Exception as e:
+            log.debug("second Kafka sample failed", exc_info=e)
+            notes.append("the second Kafka sample failed, so the ETA is unknown")
+    snapshot = await asyncio.to_thread(latest_snapshot, settings)
+    job = await asyncio.to_thread(read_status, settings)
+    pending: dict[str, int] | None = None
+    backlog: Eta | None = None
+    if first is not None:
+        last = second or first
+        pending = last.pending(snapshot)
+        total = sum(pending.values())
+        if second is not None:
+            before = sum(first.pending(first_snapshot).values())
+            backlog = eta(before, total, second.at - first.at)
+        else:
+            backlog = eta(total, total, 0.0)
+        if not first.graph_ends:
+            notes.append(
+                f"no {settings.topic(GRAPH_CHANGES)} topic yet: run `kgrag worker` "
+                "(it creates the topics) and publish documents"
+            )
+    return StatusReport(
+        settings=settings,
+        checked_at=time.time(),
+        snapshot=snapshot,
+        job=job,
+        pending=pending,
+        eta=backlog,
+        sample_s=sample_s,
+        kafka_error=kafka_error,
+        notes=notes,
+    )
+
+
+# ---- printing ------------------------------------------------------------------------------
+
+
+def _when(at: float | None, now: float) -> str:
+    if at is None:
+        return "-"
+    stamp = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    delta = now - at
+    rel = f"{format_duration(delta)} ago" if delta >= 0 else f"in {format_duration(-delta)}"
+    return f"{stamp} ({rel})"
+
+
+def print_report(report: StatusReport, out: Console) -> None:
+    now = report.checked_at
+    snap = report.snapshot
+    index = Table("index", "", show_header=False, title="Index", title_justify="left")
+    if snap is None:
+        index.add_row("latest version", "[yellow]none yet[/]")
+    else:
+        index.add_row("latest version", f"v{snap.version} ({snap.mode or '?'} mode)")
+        index.add_row("written", f"{snap.created_at} ({format_duration(snap.age_s(now))} ago)")
+        index.add_row("documents indexed", str(snap.counts.get("documents", "?")))
+        for key in ("text_units", "entities", "relationships", "communities"):
+            if key in snap.counts:
+                index.add_row(key.replace("_", " "), str(snap.counts[key]))
+    out.print(index)
+
+    work = Table("stage", "pending", title="Pending work", title_justify="left")
+    if report.pending is None:
+        work.add_row("[red]unknown[/]", "Kafka unreachable")
+    else:
+        for name, n in report.pending.items():
+            label = f"{name} (community job)" if name == GRAPH_CHANGES else name
+            work.add_row(label, str(n) if n == 0 else f"[yellow]{n}[/]")
+        work.add_row("[bold]total[/]", f"[bold]{report.pending_total}[/]")
+        backlog = report.eta
+        rate = ""
+        if backlog is not None and backlog.drained_per_s is not None:
+            rate = f" (draining {backlog.drained_per_s:.1f}/s)"
+        eta_text = format_duration(None if backlog is None else backlog.seconds)
+        work.add_row("ETA", f"{eta_text}{rate}")
+    out.print(work)
+
+    out.print(_job_table(report.job, now))
+    job = report.job
+    if job is not None and job.failed_items:
+        failed = Table(
+            "kind", "item", "attempts", "reason", "next retry",
+            title=f"Refused by the LLM (first {min(FAILED_SHOWN, len(job.failed_items))} "
+            f"of {job.failed_items_total})",
+            title_justify="left",
+        )  # fmt: skip
+        for f in job.failed_items[:FAILED_SHOWN]:
+            failed.add_row(f.kind, f.item, str(f.attempts), f.reason, _when(f.next_retry_at, now))
+        out.print(failed)
+
+    status, reasons = report.health()
+    style = {"ok": "green", "degraded": "yellow", "no_snapshot": "yellow"}[status]
+    out.print(f"health: [{style}]{status}[/]")
+    for reason in reasons:
+        if reason != report.kafka_error:  # said once, as the command's error line
+            out.print(f"  - {reason}", highlight=False)
+    for note in report.notes:
+        out.print(f"[dim]note: {note}[/]", highlight=False)
+
+
+def _job_table(job: JobStatus | None, now: float) -> Table:
+    table = Table("job", "", show_header=False, title="Community job", title_justify="left")
+    if job is None:
+        table.add_row("state", f"[yellow]{describe_job(None, now)}[/]")
+        return table
+    alive = job.alive(now)
+    heard = f"heard from {format_duration(job.age_s(now))} ago"
+    verdict = "[green]alive[/]" if alive else "[red]not alive[/]"
+    table.add_row("state", f"{job.state}, {verdict} ({heard})")
+    table.add_row("pid", str(job.pid))
+    table.add_row("started", _when(job.started_at, now))
+    table.add_row("runs", str(job.runs))
+    table.add_row("changes buffered", str(job.pending_changes))
+    last = job.last_run
+    if last is not None:
+        table.add_row(
+            "last run",
+            f"v{last.version} in {last.duration_s:.1f} s, finished {_when(last.finished_at, now)}; "
+            f"{last.changes} change(s), {last.reports_regenerated} report(s) regenerated, "
+            f"{last.failed_items} failed",
+        )
+    table.add_row(
+        "restarts",
+        f"{job.restarts} (process {job.supervisor_restarts}, pool {job.pool_restarts})",
+    )
+    table.add_row("refused items", str(job.failed_items_total))
+    if job.last_error:
+        table.add_row("last error", f"[red]{job.last_error}[/] ({_when(job.last_error_at, now)})")
+    return table
+
+
+@contextlib.contextmanager
+def _quiet_kafka_client() -> Iterator[None]:
+    """aiokafka logs each refused connection as an error; the command says it once itself."""
+    logger = logging.getLogger("aiokafka")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def status_cmd(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object (keys above) instead")
+    ] = False,
+    sample_s: Annotated[
+        float,
+        typer.Option(
+            "--sample-s", min=0.0, help="Seconds between the two backlog samples for the ETA"
+        ),
+    ] = 2.0,
+    timeout_s: Annotated[
+        float, typer.Option("--timeout-s", min=0.1, help="Give up on Kafka after this long")
+    ] = 5.0,
+) -> None:
+    """Indexed documents, pending work per stage, the community job, the ETA.
+
+    Reads the latest snapshot, the community job's status file and Kafka
+    (worker-group lag, graph_changes end offsets), sampling the backlog twice
+    --sample-s apart for the ETA. When Kafka is unreachable the rest is still
+    shown, and the command exits with 1 (also with --json).
+
+    --json prints one object with these stable keys:
+      namespace; checked_at (unix s); documents_indexed (int or null);
+      snapshot: version, created_at, age_s, mode, counts,
+        consumed_offsets (null before the first version);
+      kafka: bootstrap_servers, reachable, error (str or null);
+      pending: documents, chunks, extractions, entity_items,
+        relationship_items, claim_items, graph_changes (null: no Kafka);
+      pending_total (int or null);
+      eta: seconds (null: unknown), drained_per_s, sample_s, text;
+      community_job: the job's status file with alive and restarts
+        (null when no job has run in this namespace);
+      community_job_heard_s_ago (float or null);
+      health: status (ok, degraded, no_snapshot), reasons (strings);
+      notes (strings).
+    """
+    settings = get_settings()
+    with _quiet_kafka_client():
+        report = asyncio.run(collect(settings, sample_s=sample_s, timeout_s=timeout_s))
+    if as_json:
+        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
+        sys.stdout.write("\n")
+        if report.kafka_error:
+            raise typer.Exit(1)
+        return
+    print_report(report, console)
+    if report.kafka_error:
+        raise KafkaUnreachableError(report.kafka_error)

@@ -1,0 +1,119 @@
+"""What the community job is doing, in a small JSON file other processes can read.
+
+The job runs in its own process (and its CPU work in a child of that), so the query service,
+``kgrag status`` and the benchmarks cannot ask it directly. The leading job process writes
+``<data_dir>/<namespace>/community-job/status.json`` whenever its state changes and at least
+every ``HEARTBEAT_S`` seconds while it leads; writes are atomic (temporary file + rename), so
+a reader sees the old or the new status, never a torn one. A reader tells a live job from a
+dead one by ``updated_at``: a leader that stopped writing for ``3 × HEARTBEAT_S`` is gone.
+
+Items the LLM refused (a report or a description summary) are listed with their reason and
+when they will be tried again; the list is bounded, the count is not.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from kgrag.settings import Settings
+
+HEARTBEAT_S = 5.0
+FAILED_ITEMS_SHOWN = 50
+
+JobState = Literal["starting", "waiting", "running", "restarting", "stopped"]
+
+
+@dataclass(frozen=True, slots=True)
+class FailedItem:
+    """A report or summary the LLM did not write; the previous text (or an offline one, marked
+    ``mode: offline``) stays in place until a later run's retry succeeds."""
+
+    kind: str  # "report" or "summary"
+    item: str  # community id, or "e:<entity key>" / "r:<relationship key>"
+    reason: str  # what the endpoint answered, e.g. "HTTP 400: ... content filter"
+    attempts: int  # runs that tried it and failed
+    first_failed_at: float  # unix time
+    next_retry_at: float  # unix time; not tried before then
+
+
+@dataclass(frozen=True, slots=True)
+class LastRun:
+    version: int
+    finished_at: float  # unix time
+    duration_s: float
+    changes: int  # graph changes folded in
+    events: int  # lineage events published
+    reports_regenerated: int
+    summaries_written: int
+    failed_items: int  # items that failed in this run
+    llm_calls: dict[str, int] = field(default_factory=dict)  # by purpose
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    state: JobState
+    pid: int
+    started_at: float  # unix time this process started
+    updated_at: float  # unix time of this write (the heartbeat)
+    runs: int = 0  # runs completed by this process
+    pending_changes: int = 0  # graph changes buffered for the next run
+    supervisor_restarts: int = 0  # times the worker restarted a job process that died
+    pool_restarts: int = 0  # times this process replaced a child pool that broke
+    last_error: str | None = None
+    last_error_at: float | None = None
+    last_run: LastRun | None = None
+    failed_items_total: int = 0
+    failed_items: tuple[FailedItem, ...] = ()  # the first FAILED_ITEMS_SHOWN, oldest first
+
+    @property
+    def restarts(self) -> int:
+        return self.supervisor_restarts + self.pool_restarts
+
+    def age_s(self, now: float | None = None) -> float:
+        return max(0.0, (time.time() if now is None else now) - self.updated_at)
+
+    def alive(self, now: float | None = None) -> bool:
+        """Still heard from (a stopped job says so; a killed one goes quiet)."""
+        return self.state != "stopped" and self.age_s(now) <= 3 * HEARTBEAT_S
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["failed_items"] = [asdict(f) for f in self.failed_items]
+        out["alive"] = self.alive()
+        out["restarts"] = self.restarts
+        return out
+
+
+def status_path(settings: Settings) -> Path:
+    return settings.data_dir / settings.namespace / "community-job" / "status.json"
+
+
+def write_status(settings: Settings, status: JobStatus) -> None:
+    path = status_path(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_bytes(orjson.dumps(asdict(status)))
+    tmp.replace(path)
+
+
+def read_status(settings: Settings) -> JobStatus | None:
+    """The last status written, or None when no job has ever led this namespace (or the file
+    cannot be read: a reader must never fail because of it)."""
+    try:
+        data = orjson.loads(status_path(settings).read_bytes())
+        last = data.get("last_run")
+        return JobStatus(
+            **{
+                **data,
+                "last_run": LastRun(**last) if last else None,
+                "failed_items": tuple(FailedItem(**f) for f in data.get("failed_items", ())),
+            }
+        )
+    except (OSError, ValueError, TypeError):
+        return None
