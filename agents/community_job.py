@@ -13,7 +13,13 @@
   that folds them into its graph view, re-clusters, regenerates what materially changed,
   writes the snapshot and the checkpoint, and returns the lineage events, which the leader
   publishes on ``community-events``. The event loop only does I/O, so the consumer keeps
-  heartbeating however long the run takes.
+  heartbeating however long the run takes. A run is also made with no new change when the
+  last one said work is due (a refused report's retry, a deferred summary reaching its age).
+- **Failure.** A run that raises, or a child that dies (``BrokenProcessPool``), costs that
+  run, not the job: the pool is replaced if it broke, the leader waits with a doubling
+  backoff, and leads again from the checkpoint's offsets, so the changes of the failed run are
+  read again. What the job is doing is written to a status file (``kgrag.job_status``) that
+  ``kgrag status``, ``/healthz`` and ``/metrics`` read.
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ import asyncio
 import contextlib
 import logging
 import multiprocessing
+import os
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -34,6 +42,14 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from agents import community_runner
 from kgrag.children import die_with_parent
+from kgrag.job_status import (
+    FAILED_ITEMS_SHOWN,
+    HEARTBEAT_S,
+    FailedItem,
+    JobStatus,
+    LastRun,
+    write_status,
+)
 from kgrag.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -99,20 +115,70 @@ async def _ensure_leader_topic(settings: Settings) -> None:
         await admin.close()
 
 
+class RunFailed(Exception):
+    """A run raised or its child process died; the leader re-leads from the checkpoint."""
+
+
+def _failed_items(failures: dict[str, dict[str, Any]]) -> tuple[FailedItem, ...]:
+    items = []
+    for key, f in list(failures.items())[:FAILED_ITEMS_SHOWN]:
+        kind, _, item = key.partition(":")
+        items.append(FailedItem(kind, item, **f))
+    return tuple(items)
+
+
 class CommunityJob:
     """The leader loop; ``run_forever`` until cancelled."""
 
-    def __init__(self, settings: Settings, *, poll_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        poll_s: float = 0.5,
+        supervisor_restarts: int = 0,
+        failure_backoff_s: float = 2.0,
+        failure_backoff_max_s: float = 120.0,
+    ) -> None:
         self.settings = settings
         self.poll_s = poll_s
         self.feed = Feed()
         self.runs = 0
-        self._pool = ProcessPoolExecutor(
+        self.failure_backoff_s = failure_backoff_s
+        self.failure_backoff_max_s = failure_backoff_max_s
+        self._consecutive_failures = 0
+        self._next_due_at: float | None = None  # unix time
+        self._pool = self._new_pool()
+        self._settings_json = settings.model_dump_json()
+        self.status = JobStatus(
+            "starting",
+            os.getpid(),
+            time.time(),
+            time.time(),
+            supervisor_restarts=supervisor_restarts,
+        )
+        self._last_status_write = 0.0
+
+    @staticmethod
+    def _new_pool() -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
             max_workers=1,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=die_with_parent,  # never outlive a job process that was killed
         )
-        self._settings_json = settings.model_dump_json()
+
+    def _set_status(self, **changes: Any) -> None:
+        """Record a change; written at once, and by ``_heartbeat`` at least every few seconds."""
+        changes = {"pending_changes": len(self.feed.changes), **changes}
+        self.status = replace(self.status, **changes, updated_at=time.time())
+        self._last_status_write = time.monotonic()
+        try:
+            write_status(self.settings, self.status)
+        except OSError as e:  # the status is for readers; the job goes on without it
+            log.warning("community job status not written: %s", e)
+
+    def _heartbeat(self) -> None:
+        if time.monotonic() - self._last_status_write >= HEARTBEAT_S:
+            self._set_status()
 
     async def run_forever(self) -> None:
         await _ensure_leader_topic(self.settings)
@@ -131,19 +197,49 @@ class CommunityJob:
             while True:
                 await elector.getmany(timeout_ms=200)  # keeps the membership alive
                 if leadership.leader.is_set():
-                    await self._lead(elector, leadership, producer)
+                    try:
+                        await self._lead(elector, leadership, producer)
+                    except RunFailed as e:
+                        await self._after_failure(e, elector)
         finally:
+            if leadership.leader.is_set():
+                self._set_status(state="stopped")
             await producer.stop()
             await elector.stop()
             self._pool.shutdown(cancel_futures=True)
 
+    async def _after_failure(self, error: RunFailed, elector: AIOKafkaConsumer) -> None:
+        """Wait (doubling, capped) before leading again; keep the group membership alive."""
+        self._consecutive_failures += 1
+        wait = min(
+            self.failure_backoff_max_s,
+            self.failure_backoff_s * 2 ** (self._consecutive_failures - 1),
+        )
+        log.error(
+            "community run failed (%s); leading again from the checkpoint in %.0fs", error, wait
+        )
+        self._set_status(state="restarting", last_error=str(error), last_error_at=time.time())
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            await elector.getmany(timeout_ms=200)
+
+    async def _in_pool(self, fn: Any, *args: Any) -> Any:
+        """Call ``fn`` in the child; a dead child gets a new pool and fails this call only."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._pool, fn, *args)
+        except BrokenProcessPool as e:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = self._new_pool()
+            self.status = replace(self.status, pool_restarts=self.status.pool_restarts + 1)
+            raise RunFailed(f"the run's child process died ({e or 'BrokenProcessPool'})") from e
+        except Exception as e:
+            raise RunFailed(f"{type(e).__name__}: {e}") from e
+
     async def _lead(
         self, elector: AIOKafkaConsumer, leadership: _Leadership, producer: AIOKafkaProducer
     ) -> None:
-        loop = asyncio.get_running_loop()
-        start = await loop.run_in_executor(
-            self._pool, community_runner.checkpoint_offsets, self._settings_json
-        )
+        start = await self._in_pool(community_runner.checkpoint_offsets, self._settings_json)
         topic = self.settings.topic("graph_changes")
         feed_consumer = AIOKafkaConsumer(
             bootstrap_servers=self.settings.kafka.bootstrap_servers,
@@ -165,6 +261,7 @@ class CommunityJob:
                 else:
                     await feed_consumer.seek_to_beginning(tp)
             self.feed = Feed(offsets=dict(start))
+            self._set_status(state="waiting")
             while leadership.leader.is_set():
                 batch = await feed_consumer.getmany(
                     timeout_ms=int(self.poll_s * 1000), max_records=5000
@@ -174,19 +271,22 @@ class CommunityJob:
                         self.feed.add(tp.partition, m.offset, m.value)
                 await elector.getmany(timeout_ms=0)
                 cfg = self.settings.community
-                if self.feed.due(cfg.debounce_s, cfg.max_wait_s, time.monotonic()):
+                due = self._next_due_at is not None and time.time() >= self._next_due_at
+                if due or self.feed.due(cfg.debounce_s, cfg.max_wait_s, time.monotonic()):
                     await self._run(producer)
+                else:
+                    self._heartbeat()
         finally:
             await feed_consumer.stop()
 
     async def _run(self, producer: AIOKafkaProducer) -> None:
         changes, offsets = self.feed.take()
-        loop = asyncio.get_running_loop()
         started = time.monotonic()
-        result = await loop.run_in_executor(
-            self._pool, community_runner.run, self._settings_json, changes, offsets
-        )
+        self._set_status(state="running", pending_changes=len(changes))
+        result = await self._in_pool(community_runner.run, self._settings_json, changes, offsets)
         self.runs += 1
+        self._consecutive_failures = 0
+        self._next_due_at = result.get("next_due_at")
         events = result.get("events", [])
         topic = self.settings.topic("community_events")
         for event in events:
@@ -194,10 +294,32 @@ class CommunityJob:
                 topic, orjson.dumps(event), key=str(event.get("community_id", "")).encode()
             )
         await producer.flush()
+        duration = time.monotonic() - started
+        failures = result.get("failures", {})
+        self._set_status(
+            state="waiting",
+            runs=self.status.runs + 1,
+            last_run=LastRun(
+                version=int(result.get("version", 0)),
+                finished_at=time.time(),
+                duration_s=round(duration, 3),
+                changes=len(changes),
+                events=len(events),
+                reports_regenerated=int(result.get("regenerated", 0)),
+                summaries_written=int(result.get("summaries_written", 0)),
+                failed_items=len(result.get("failed_this_run", [])),
+                llm_calls=dict(result.get("llm_calls", {})),
+            ),
+            failed_items_total=len(failures),
+            failed_items=_failed_items(failures),
+        )
         log.info(
-            "community run %s: %d changes, %d events, %.1fs",
+            "community run %s: %d changes, %d events, %d reports, %d summaries, %d refused, %.1fs",
             result.get("version"),
             len(changes),
             len(events),
-            time.monotonic() - started,
+            result.get("regenerated", 0),
+            result.get("summaries_written", 0),
+            len(result.get("failed_this_run", [])),
+            duration,
         )

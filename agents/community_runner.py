@@ -4,7 +4,15 @@ Runs in a long-lived ``spawn`` child so Leiden and context building never block 
 event loop. The state lives in this process between runs (``_STATE``) and in a checkpoint
 file written atomically after every run, so a restarted job resumes from the last run's
 offsets with the same hierarchy, ids and report bases: it re-clusters and re-decides, and
-regenerates nothing that did not change.
+regenerates nothing that did not change. A run that raises leaves no half-applied state
+behind: this process forgets it and the next run starts from the checkpoint, which the
+parent re-feeds from the checkpoint's offsets.
+
+One refused LLM call costs one item, never the run: a report or summary the endpoint will not
+write (a 4xx such as a content filter or an over-long context, rate limits that outlast the
+retries, output that does not parse twice) is recorded in ``JobState.failures`` with its
+reason; the previous text stays (a community that never had a report gets an offline one,
+marked ``mode: offline``), and a later run tries again once its backoff has passed.
 """
 
 from __future__ import annotations
@@ -23,17 +31,24 @@ from graph.community_run import (
     HISTORY_CAP,
     JobState,
     RunParams,
+    SummaryPolicy,
+    SummaryRecord,
     SummaryRequest,
     assemble,
     assign_record_ids,
     cluster,
     evidence_graph,
+    join_descriptions,
     lineage,
     newest_time,
     plan_reports,
+    record_failure,
     report_graph,
+    report_groups,
     report_record,
+    retry_blocked,
     summaries_needed,
+    upgrade_state,
 )
 from graph.evidence import ReportBasis
 from graph.lineage import LineageEvent
@@ -63,7 +78,7 @@ def load_state(settings: Settings) -> JobState:
     state = JobState()
     if path.exists():
         with open(path, "rb") as fh:
-            state = pickle.load(fh)  # our own file, written by save_state below
+            state = upgrade_state(pickle.load(fh))  # our own file, written by save_state below
     _STATE[settings.namespace] = state
     return state
 
@@ -89,14 +104,18 @@ def run(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]) -
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = Settings.model_validate_json(settings_json)
     state = load_state(settings)
-    for raw in changes:
-        try:
-            state.view.apply(decode_graph_change(raw))
-        except PayloadError as e:
-            log.warning("skipping undecodable graph change: %s", e)
-    state.offsets = dict(offsets)
-    result = asyncio.run(Runner(settings, state).run())
-    save_state(settings, state)
+    try:
+        for raw in changes:
+            try:
+                state.view.apply(decode_graph_change(raw))
+            except PayloadError as e:
+                log.warning("skipping undecodable graph change: %s", e)
+        state.offsets = dict(offsets)
+        result = asyncio.run(Runner(settings, state).run())
+        save_state(settings, state)
+    except BaseException:
+        _STATE.pop(settings.namespace, None)  # half-applied: the next run reloads the checkpoint
+        raise
     return result
 
 
@@ -122,10 +141,20 @@ class Runner:
         )
         self.timings: dict[str, float] = {}
         self.llm: Any = llm
-        if llm is None and not settings.llm.offline:
+        self._owns_llm = llm is None and not settings.llm.offline
+        if self._owns_llm:
             from kgrag.llm import OpenAILLM
 
             self.llm = OpenAILLM(settings.llm, settings.llm_cache_dir)
+        self.now = time.time()  # one clock reading per run for backoffs and summary ages
+        self.llm_calls: dict[str, int] = {}  # calls that reached the endpoint, by purpose
+        self.failed: list[str] = []  # items that failed in this run
+        self.summaries_written = 0
+        self.summary_policy = (
+            None
+            if self.llm is None
+            else SummaryPolicy(cfg.summary_new_share, cfg.summary_max_age_s)
+        )
 
     def _tick(self, phase: str, started: float) -> float:
         now = time.monotonic()
@@ -133,9 +162,17 @@ class Runner:
         return now
 
     async def run(self) -> dict[str, Any]:
+        try:
+            return await self._run()
+        finally:
+            if self._owns_llm:
+                await self.llm.aclose()
+
+    async def _run(self) -> dict[str, Any]:
         state, view = self.state, self.state.view
         t = time.monotonic()
-        await self._summaries(summaries_needed(view, state))
+        summary_plan = summaries_needed(view, state, self.summary_policy, self.now)
+        await self._summaries(summary_plan.requests)
         t = self._tick("summaries", t)
         state.human_ids = assign_record_ids(view, state.human_ids)
         hierarchy, communities, human_ids = cluster(view, state, self.params)
@@ -153,9 +190,13 @@ class Runner:
         for cid in [c for c in state.reports if c not in by_id]:
             del state.reports[cid]
             state.bases.pop(cid, None)
+        for item in [i for i in state.failures if i.startswith("report:") and i[7:] not in by_id]:
+            del state.failures[item]
+        before = {d.community_id: d.unreflected_before for d in plan.decisions}
         for cid, share in plan.unreflected_after.items():
             if cid in state.reports and cid not in regenerated:
-                state.reports[cid] = _with_unreflected(state.reports[cid], share)
+                kept = before[cid] if cid in plan.to_regenerate else share
+                state.reports[cid] = _with_unreflected(state.reports[cid], kept)
         previous = {c.id: c for c in state.communities}
         state.communities = communities
         self._record_history(communities, version)
@@ -172,33 +213,98 @@ class Runner:
             "regenerated": len(regenerated),
             "communities": len(communities),
             "modularity": hierarchy.modularity,
+            "summaries_written": self.summaries_written,
+            "summaries_deferred": summary_plan.deferred,
+            "llm_calls": dict(self.llm_calls),
+            "failed_this_run": list(self.failed),
+            "failures": {
+                item: {
+                    "reason": f.reason,
+                    "attempts": f.attempts,
+                    "first_failed_at": f.first_failed_at,
+                    "next_retry_at": f.next_retry_at,
+                }
+                for item, f in sorted(state.failures.items(), key=lambda x: x[1].first_failed_at)
+            },
+            "next_due_at": self._next_due(summary_plan.next_due_at),
         }
+
+    def _next_due(self, summaries_due: float | None) -> float | None:
+        """When a run is worth making even if no change arrives: a refused item's retry, or a
+        deferred summary reaching its maximum age."""
+        times = [f.next_retry_at for f in self.state.failures.values()]
+        if summaries_due is not None:
+            times.append(summaries_due)
+        return min(times) if times else None
+
+    async def _chat(self, messages: list[dict[str, str]], purpose: str, **kw: Any) -> Any:
+        result = await self.llm.chat(messages, purpose=purpose, **kw)
+        if not getattr(result, "cached", False):
+            self.llm_calls[purpose] = self.llm_calls.get(purpose, 0) + 1
+        return result
+
+    def _failed(self, item: str, reason: str) -> None:
+        cfg = self.settings.community
+        failure = record_failure(
+            self.state, item, reason, self.now, base_s=cfg.retry_base_s, max_s=cfg.retry_max_s
+        )
+        self.failed.append(item)
+        log.warning(
+            "%s not written (attempt %d, next try in %.0fs): %s",
+            item,
+            failure.attempts,
+            failure.next_retry_at - self.now,
+            reason,
+        )
 
     # ---- summaries --------------------------------------------------------------------
 
-    async def _summaries(self, requests: list[SummaryRequest]) -> None:
-        async def one(req: SummaryRequest) -> tuple[str, str]:
+    async def _summaries(self, requests: Sequence[SummaryRequest]) -> None:
+        from kgrag.llm import LLMError
+
+        join_max = self.settings.community.summary_join_max_tokens
+
+        async def one(req: SummaryRequest) -> tuple[SummaryRequest, str | None, str]:
             if len(req.descriptions) < 2:
-                return req.slot, req.descriptions[0] if req.descriptions else ""
+                return req, req.descriptions[0] if req.descriptions else "", "joined"
             if self.llm is None:
-                return req.slot, summarize_descriptions(
-                    req.names[0] if len(req.names) == 1 else req.names, req.descriptions
-                )
+                names = req.names[0] if len(req.names) == 1 else req.names
+                return req, summarize_descriptions(names, req.descriptions), "offline"
+            joined = join_descriptions(req.descriptions)
+            if join_max and self._count_tokens(joined) <= join_max:
+                return req, joined, "joined"
             from prompts import PromptLibrary, render_summarize_descriptions
 
             lib = PromptLibrary(self.settings.extraction.prompts_dir)
             prompt = render_summarize_descriptions(
                 lib, entity_name=" -> ".join(req.names), descriptions=req.descriptions
             )
-            result = await self.llm.chat(
-                [{"role": "user", "content": prompt}], purpose="summarize_descriptions"
-            )
-            return req.slot, result.text.strip()
+            messages = [{"role": "user", "content": prompt}]
+            try:
+                result = await self._chat(messages, "summarize_descriptions")
+            except LLMError as e:
+                self._failed(f"summary:{req.slot}", e.reason)
+                return req, None, "llm"
+            text = result.text.strip()
+            if not text:
+                await self.llm.forget(messages)
+                self._failed(f"summary:{req.slot}", "the model answered an empty summary")
+                return req, None, "llm"
+            self.summaries_written += 1
+            return req, text, "llm"
 
-        done = await asyncio.gather(*(one(r) for r in requests))
-        fingerprints = {r.slot: r.fingerprint for r in requests}
-        for slot, text in done:
-            self.state.summaries[slot] = (fingerprints[slot], text)
+        for req, text, by in await asyncio.gather(*(one(r) for r in requests)):
+            if text is None:
+                continue  # the previous summary (or the first description) stays
+            self.state.failures.pop(f"summary:{req.slot}", None)
+            self.state.summaries[req.slot] = SummaryRecord(
+                req.fingerprint, text, frozenset(req.descriptions), self.now, by
+            )
+
+    def _count_tokens(self, text: str) -> int:
+        from kgrag.tokenizer import get_encoding
+
+        return len(get_encoding(self.settings.chunking.encoding).encode_ordinary(text))
 
     # ---- reports ----------------------------------------------------------------------
 
@@ -217,16 +323,28 @@ class Runner:
             report_graph(self.state.view, self.state), lambda s: len(enc.encode_ordinary(s))
         )
         by_id = {c.id: c for c in communities}
-        wanted = set(to_regenerate)
+        wanted = {
+            cid for cid in to_regenerate if not retry_blocked(self.state, f"report:{cid}", self.now)
+        }
         period = newest_time(self.state.view)[:10]
         done: set[str] = set()
         for level in sorted({c.level for c in communities}, reverse=True):
             batch = [c for c in communities if c.level == level and c.id in wanted]
             contexts = [self._context(builder, c, by_id) for c in batch]
-            written = await asyncio.gather(
-                *(self._write_report(c, ctx) for c, ctx in zip(batch, contexts, strict=True))
-            )
+            written = await self._write_level(batch, contexts)
             for c, ctx, (content, mode) in zip(batch, contexts, written, strict=True):
+                if content is None:  # refused: keep what there is, else an offline stand-in
+                    if c.id not in self.state.reports:
+                        self.state.reports[c.id] = report_record(
+                            c,
+                            write_offline_report(c, ctx).as_dict(),
+                            ids=self.state.human_ids,
+                            period=period,
+                            mode="offline",
+                            version=version,
+                        )
+                    continue
+                self.state.failures.pop(f"report:{c.id}", None)
                 self.state.reports[c.id] = report_record(
                     c, content, ids=self.state.human_ids, period=period, mode=mode, version=version
                 )
@@ -252,25 +370,110 @@ class Runner:
             child_reports=children,
         )
 
-    async def _write_report(self, c: Community, ctx: ReportContext) -> tuple[dict[str, Any], str]:
+    async def _write_level(
+        self, batch: Sequence[Community], contexts: Sequence[ReportContext]
+    ) -> list[tuple[dict[str, Any] | None, str]]:
+        """The reports of one level: small communities several to a call, the rest alone."""
+        cfg = self.settings.community
+        if self.llm is None or cfg.report_batch_size <= 1:
+            return list(
+                await asyncio.gather(
+                    *(self._write_report(c, x) for c, x in zip(batch, contexts, strict=True))
+                )
+            )
+        groups = report_groups(
+            [x.token_count for x in contexts],
+            small=cfg.report_batch_context_tokens,
+            size=cfg.report_batch_size,
+            budget=cfg.report_max_tokens,
+        )
+        out: list[tuple[dict[str, Any] | None, str]] = [(None, "llm")] * len(batch)
+
+        async def write(group: list[int]) -> None:
+            if len(group) == 1:
+                out[group[0]] = await self._write_report(batch[group[0]], contexts[group[0]])
+                return
+            written = await self._write_reports(
+                [batch[i] for i in group], [contexts[i] for i in group]
+            )
+            for i, content in zip(group, written, strict=True):
+                out[i] = (
+                    (content, "llm")
+                    if content is not None
+                    else await self._write_report(batch[i], contexts[i])
+                )
+
+        await asyncio.gather(*(write(g) for g in groups))
+        return out
+
+    async def _write_reports(
+        self, batch: Sequence[Community], contexts: Sequence[ReportContext]
+    ) -> list[dict[str, Any] | None]:
+        """One call for several small communities; a community whose report is missing or
+        unusable (or every one, when the call is refused) gets ``None`` and a call of its own,
+        so one refused community still costs only itself."""
+        import orjson
+        from pydantic import ValidationError
+
+        from kgrag.llm import LLMError
+        from prompts import BatchedReport, PromptLibrary, render_community_reports
+
+        ids = [str(self.state.human_ids.get("community", c.id) or c.id) for c in batch]
+        lib = PromptLibrary(self.settings.extraction.prompts_dir)
+        prompt = render_community_reports(
+            lib, contexts=[(i, x.text) for i, x in zip(ids, contexts, strict=True)]
+        )
+        messages = [{"role": "user", "content": prompt}]
+        try:
+            result = await self._chat(messages, "community_reports", json_mode=True)
+        except LLMError as e:
+            log.info("batched reports refused (%s); writing them one by one", e.reason)
+            return [None] * len(batch)
+        found: dict[str, dict[str, Any]] = {}
+        try:
+            items = orjson.loads(result.text).get("reports", [])
+        except (orjson.JSONDecodeError, AttributeError):
+            items = []
+        for item in items if isinstance(items, list) else []:
+            try:
+                report = BatchedReport.model_validate(item)
+            except ValidationError:
+                continue
+            found.setdefault(report.community, report.model_dump(exclude={"community"}))
+        if len(found) < len(batch):
+            await self.llm.forget(messages, json_mode=True)
+            log.info("batched reports: %d of %d usable", len(found), len(batch))
+        return [found.get(i) for i in ids]
+
+    async def _write_report(
+        self, c: Community, ctx: ReportContext
+    ) -> tuple[dict[str, Any] | None, str]:
+        """The report's JSON and the mode that wrote it; ``None`` when the LLM refused it."""
         if self.llm is None:
             return write_offline_report(c, ctx).as_dict(), "offline"
         from pydantic import ValidationError
 
+        from kgrag.llm import LLMError
         from prompts import CommunityReportResponse, PromptLibrary, render_community_report
 
         lib = PromptLibrary(self.settings.extraction.prompts_dir)
         messages = [{"role": "user", "content": render_community_report(lib, input_text=ctx.text)}]
+        problem = ""
         for attempt in range(2):
-            result = await self.llm.chat(messages, json_mode=True, purpose="community_report")
+            try:
+                result = await self._chat(messages, "community_report", json_mode=True)
+            except LLMError as e:
+                self._failed(f"report:{c.id}", e.reason)
+                return None, "llm"
             try:
                 parsed = CommunityReportResponse.model_validate_json(result.text)
                 return parsed.model_dump(), "llm"
             except ValidationError as e:
-                log.warning("report for %s did not parse (attempt %d): %s", c.id, attempt + 1, e)
+                problem = f"answer did not parse as a report: {e.errors()[0]['msg']}"
+                log.info("report for %s did not parse (attempt %d): %s", c.id, attempt + 1, e)
                 await self.llm.forget(messages, json_mode=True)
-        log.warning("report for %s written offline after two unusable LLM answers", c.id)
-        return write_offline_report(c, ctx).as_dict(), "offline"
+        self._failed(f"report:{c.id}", f"{problem} (twice)")
+        return None, "llm"
 
     # ---- snapshot, vectors, events ----------------------------------------------------
 

@@ -9,14 +9,20 @@ everything else is here and deterministic.
 
 State carried between runs (``JobState``): the graph view, the consumed offsets, the last
 hierarchy and communities, the human-readable id allocator, every current report with the
-basis it was written from, the description summaries with the fingerprint they summarise,
-and each community's size history.
+basis it was written from, the description summaries with the descriptions they summarise,
+each community's size history, and the items the LLM refused with when to try them again.
+
+LLM calls follow the news, not the runs: a description set is re-summarised only when the
+descriptions its summary has not seen (added or gone) reach a share of the ones it was written
+from (``SummaryPolicy``), or when a summary missing anything is older than a maximum age; a
+report only when ``graph.evidence`` finds its community materially changed. Until then the
+previous text stands, which a snapshot serves as it is.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from typing import Any
@@ -65,8 +71,73 @@ class JobState:
     human_ids: HumanIds = field(default_factory=HumanIds.empty)
     reports: dict[str, SnapshotReport] = field(default_factory=dict)
     bases: dict[str, ReportBasis] = field(default_factory=dict)
-    summaries: dict[str, tuple[str, str]] = field(default_factory=dict)
+    summaries: dict[str, SummaryRecord] = field(default_factory=dict)
     size_history: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    # "report:<community id>" or "summary:<slot>" -> why the LLM did not write it, and when
+    # to try again
+    failures: dict[str, ItemFailure] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRecord:
+    """A description summary and what it was written from."""
+
+    fingerprint: str  # description_fingerprint of the set it summarises
+    text: str
+    basis: frozenset[str]  # the descriptions it summarises
+    written_at: float  # unix time
+    by: str = "llm"  # "llm", or a free writer: "joined", "offline"
+
+
+@dataclass(frozen=True, slots=True)
+class ItemFailure:
+    """A report or summary the LLM refused (an error other than a passing rate limit, or
+    output that did not parse after retries). The previous text stays; a later run retries
+    once ``next_retry_at`` has passed, with the wait doubling at every failure."""
+
+    reason: str
+    attempts: int
+    first_failed_at: float  # unix time
+    next_retry_at: float  # unix time
+
+
+def record_failure(
+    state: JobState, item: str, reason: str, now: float, *, base_s: float, max_s: float
+) -> ItemFailure:
+    previous = state.failures.get(item)
+    attempts = 1 if previous is None else previous.attempts + 1
+    wait = min(max_s, base_s * 2 ** (attempts - 1))
+    failure = ItemFailure(
+        reason[:500],
+        attempts,
+        now if previous is None else previous.first_failed_at,
+        now + wait,
+    )
+    state.failures[item] = failure
+    return failure
+
+
+def retry_blocked(state: JobState, item: str, now: float) -> bool:
+    """True while a failed item waits for its next retry."""
+    failure = state.failures.get(item)
+    return failure is not None and failure.next_retry_at > now
+
+
+def upgrade_state(state: JobState) -> JobState:
+    """Bring a checkpoint written by an earlier version to today's fields: summaries were
+    ``(fingerprint, text)`` pairs (their basis is the current description set when the
+    fingerprint still matches it, else unknown, which makes them due), and there was no
+    failure record."""
+    if not hasattr(state, "failures"):
+        state.failures = {}
+    current = _description_sets(state.view)
+    for slot, value in list(state.summaries.items()):
+        if isinstance(value, tuple):
+            fp, text = value
+            known = current.get(slot)
+            basis = frozenset(known[1]) if known is not None and known[0] == fp else frozenset()
+            state.summaries[slot] = SummaryRecord(fp, text, basis, 0.0)
+    return state
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +155,8 @@ class RunParams:
 
 @dataclass(frozen=True, slots=True)
 class SummaryRequest:
-    """An entity or relationship whose description set changed since its last summary."""
+    """An entity or relationship whose description set changed materially since its last
+    summary."""
 
     slot: str  # "e:<key>" or "r:<key>"
     names: tuple[str, ...]  # entity name, or (source, target)
@@ -92,36 +164,108 @@ class SummaryRequest:
     fingerprint: str
 
 
+@dataclass(frozen=True, slots=True)
+class SummaryPolicy:
+    """When a changed description set is worth another summary (an LLM call).
+
+    ``new_share``: the descriptions the summary has not seen (added or gone) must reach this
+    share of the ones it was written from; ``max_age_s``: a summary missing anything is
+    redone once it is this old. ``None`` as a policy means every change (free writers).
+    """
+
+    new_share: float
+    max_age_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryPlan:
+    requests: tuple[SummaryRequest, ...]  # sorted by slot
+    deferred: int  # changed sets whose change is not material yet
+    next_due_at: float | None  # unix time when a deferred or failed one becomes due
+
+
 def _ranked(tally_items: Iterable[tuple[str, int]]) -> tuple[str, ...]:
     return tuple(d for d, _ in sorted(tally_items, key=lambda x: (-x[1], x[0])))
 
 
-def summaries_needed(view: GraphView, state: JobState) -> list[SummaryRequest]:
-    """Requests for rows whose fingerprint differs from the summarised one (sorted by slot)."""
-    out: list[SummaryRequest] = []
+def _description_sets(view: GraphView) -> dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """slot -> (fingerprint, ranked descriptions, names) of every entity and relationship."""
+    out: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
     for key, ent in view.entities.items():
-        fp = description_fingerprint(ent)
-        if state.summaries.get(f"e:{key}", ("", ""))[0] != fp:
-            out.append(SummaryRequest(f"e:{key}", (ent.name,), _ranked(ent.descriptions.items), fp))
+        out[f"e:{key}"] = (
+            description_fingerprint(ent),
+            _ranked(ent.descriptions.items),
+            (ent.name,),
+        )
     for key, rel in view.relationships.items():
-        fp = description_fingerprint(rel)
-        if state.summaries.get(f"r:{key}", ("", ""))[0] != fp:
-            out.append(
-                SummaryRequest(
-                    f"r:{key}",
-                    (rel.source_name, rel.target_name),
-                    _ranked(rel.descriptions.items),
-                    fp,
-                )
-            )
+        out[f"r:{key}"] = (
+            description_fingerprint(rel),
+            _ranked(rel.descriptions.items),
+            (rel.source_name, rel.target_name),
+        )
+    return out
+
+
+def _material(record: SummaryRecord, descriptions: tuple[str, ...], policy: SummaryPolicy) -> bool:
+    changed = len(record.basis.symmetric_difference(descriptions))
+    return changed >= policy.new_share * max(1, len(record.basis))
+
+
+def summaries_needed(
+    view: GraphView,
+    state: JobState,
+    policy: SummaryPolicy | None = None,
+    now: float = 0.0,
+) -> SummaryPlan:
+    """The description sets to summarise in this run (see ``SummaryPolicy``).
+
+    A set of fewer than two descriptions needs no writer and is always taken. A summary the
+    LLM refused waits for its retry time. Summaries of rows that no longer exist are dropped.
+    """
+    out: list[SummaryRequest] = []
+    deferred, due = 0, []
+    for slot, (fp, descs, names) in _description_sets(view).items():
+        record = state.summaries.get(slot)
+        if record is not None and record.fingerprint == fp:
+            continue
+        if len(descs) >= 2 and retry_blocked(state, f"summary:{slot}", now):
+            due.append(state.failures[f"summary:{slot}"].next_retry_at)
+            continue
+        if (
+            policy is not None
+            and record is not None
+            and record.by == "llm"
+            and len(descs) >= 2
+            and now - record.written_at < policy.max_age_s
+            and not _material(record, descs, policy)
+        ):
+            deferred += 1
+            due.append(record.written_at + policy.max_age_s)
+            continue
+        out.append(SummaryRequest(slot, names, descs, fp))
     live = {f"e:{k}" for k in view.entities} | {f"r:{k}" for k in view.relationships}
     for slot in [s for s in state.summaries if s not in live]:
         del state.summaries[slot]
-    return sorted(out, key=lambda r: r.slot)
+    for item in [i for i in state.failures if i.startswith("summary:") and i[8:] not in live]:
+        del state.failures[item]
+    return SummaryPlan(
+        tuple(sorted(out, key=lambda r: r.slot)), deferred, min(due) if due else None
+    )
+
+
+def join_descriptions(descriptions: Sequence[str]) -> str:
+    """A short description set shown as it is: each description once, as a sentence."""
+    parts = []
+    for d in descriptions:
+        text = d.strip()
+        if text:
+            parts.append(text if text[-1] in ".!?" else f"{text}.")
+    return " ".join(parts)
 
 
 def summary(state: JobState, slot: str, fallback: str = "") -> str:
-    return state.summaries.get(slot, ("", fallback))[1] or fallback
+    record = state.summaries.get(slot)
+    return (record.text if record is not None else "") or fallback
 
 
 # ---- clustering, ids, lineage ------------------------------------------------------------
@@ -184,6 +328,30 @@ def plan_reports(
         threshold=params.materiality_threshold,
         membership_tolerance=params.membership_tolerance,
     )
+
+
+def report_groups(
+    context_tokens: Sequence[int], *, small: int, size: int, budget: int
+) -> list[list[int]]:
+    """Which reports share an LLM call: indexes of communities whose context has at most
+    ``small`` tokens go together, in order, up to ``size`` per call and ``budget`` context
+    tokens per call; every other community is a group of its own. Sharing a call saves the
+    instructions and worked example each prompt repeats, which outweigh a small context."""
+    groups: list[list[int]] = []
+    current: list[int] = []
+    used = 0
+    for i, tokens in enumerate(context_tokens):
+        if tokens > small:
+            groups.append([i])
+            continue
+        if current and (len(current) >= size or used + tokens > budget):
+            groups.append(current)
+            current, used = [], 0
+        current.append(i)
+        used += tokens
+    if current:
+        groups.append(current)
+    return groups
 
 
 # ---- report graph ------------------------------------------------------------------------

@@ -28,6 +28,7 @@ services_app = typer.Typer(
     help="Local Kafka and Weaviate (no Docker needed).", no_args_is_help=True
 )
 from kgrag.cli_query import api_cmd, query_app, trends_cmd, watch_cmd  # noqa: E402
+from kgrag.cli_status import status_cmd  # noqa: E402
 
 app.add_typer(services_app, name="services")
 app.add_typer(query_app, name="query")
@@ -117,17 +118,21 @@ def worker(
         bool, typer.Option(help="Also run the community job (one leader across workers)")
     ] = True,
 ) -> None:
-    """Run the stream worker (chunker, extractor, mergers, embedders) until interrupted."""
+    """Run the stream worker (chunker, extractor, mergers, embedders) until interrupted.
+
+    The community job runs as a supervised child process: restarted with a growing backoff
+    when it dies, ended with the worker.
+    """
     from faust import Worker
 
-    from kgrag.children import start_child
+    from kgrag.children import supervise_kgrag
     from streams.admin import ensure_topics
     from streams.app import build
 
     settings = _settings()
     asyncio.run(ensure_topics(settings))
     if community_job:
-        start_child(["community-job", "--loglevel", loglevel])
+        supervise_kgrag(["community-job", "--loglevel", loglevel])
     topo = build(settings)
     Worker(topo.app, loglevel=loglevel).execute_from_commandline()
 
@@ -135,6 +140,15 @@ def worker(
 @app.command("community-job")
 def community_job_cmd(
     loglevel: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
+    supervisor_restarts: Annotated[
+        int,
+        typer.Option(
+            "--supervisor-restarts",
+            min=0,
+            hidden=True,
+            help="Times the worker's supervisor restarted this job (set by the supervisor)",
+        ),
+    ] = 0,
 ) -> None:
     """Run the debounced community job (re-clustering, reports, snapshots, events)."""
     from agents.community_job import CommunityJob
@@ -144,7 +158,7 @@ def community_job_cmd(
     settings = _settings()
     asyncio.run(ensure_topics(settings))
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(CommunityJob(settings).run_forever())
+        asyncio.run(CommunityJob(settings, supervisor_restarts=supervisor_restarts).run_forever())
 
 
 @app.command("publish")
@@ -185,6 +199,7 @@ def publish_cmd(
 app.command("trends")(trends_cmd)
 app.command("watch")(watch_cmd)
 app.command("api")(api_cmd)
+app.command("status")(status_cmd)
 
 
 @app.command("export")

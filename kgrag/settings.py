@@ -203,6 +203,48 @@ class CommunitySettings(BaseModel):
     )
     keep_snapshots: int = Field(5, ge=1, description="Snapshots kept on disk")
     report_max_tokens: int = Field(8000, ge=200, description="Token budget of a report context")
+    summary_join_max_tokens: int = Field(
+        200,
+        ge=0,
+        description="Description sets up to this many tokens are shown joined as they are; "
+        "only longer ones are summarised by the LLM (0: always, as GraphRAG does)",
+    )
+    summary_new_share: float = Field(
+        0.5,
+        gt=0,
+        le=10,
+        description="Re-summarise a description set once its descriptions not yet summarised "
+        "reach this share of the ones the summary was written from",
+    )
+    summary_max_age_s: float = Field(
+        3600.0,
+        gt=0,
+        description="...or once a summary missing any new description is this old (wall time)",
+    )
+    report_batch_size: int = Field(
+        5,
+        ge=1,
+        le=20,
+        description="Reports of small communities written per LLM call (1: one call each)",
+    )
+    report_batch_context_tokens: int = Field(
+        1500,
+        ge=0,
+        description="A community whose report context is at most this many tokens is small "
+        "enough to share a call with others",
+    )
+    retry_base_s: float = Field(
+        30.0, gt=0, description="First wait before a report or summary the LLM refused is retried"
+    )
+    retry_max_s: float = Field(
+        3600.0, gt=0, description="Longest wait between retries of a refused report or summary"
+    )
+    stale_after_s: float = Field(
+        300.0,
+        gt=0,
+        description="/healthz is degraded when graph changes are pending and the newest version "
+        "is older than this",
+    )
 
     @model_validator(mode="after")
     def _wait_after_debounce(self) -> CommunitySettings:

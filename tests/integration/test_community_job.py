@@ -236,10 +236,12 @@ def system(
 
 
 def report_prompt_names(call: Any) -> set[str]:
-    """Entity keys in the Entities table of a community-report prompt's real data."""
+    """Entity keys in the Entities tables of a report prompt's real data (one community's,
+    or several when small communities share a call)."""
     prompt = str(call.messages[-1]["content"])
-    data = prompt.rsplit("\nData:", 1)[-1]
-    rows = parse_tables(data).get("Entities", [])
+    real = prompt.split("=== Real data ===")[-1]
+    blocks = real.split("\nData:")[1:]
+    rows = [r for block in blocks for r in parse_tables(block).get("Entities", [])]
     return {entity_key(r.fields[0]) for r in rows if r.fields}
 
 
@@ -249,7 +251,7 @@ def assert_only_storyline(
     """Every report-LLM call and every regenerated report is about ``touched``'s storyline;
     every other report is the one ``before`` had. Returns the regenerated community ids."""
     story = keys_of(STORYLINES[TARGET] + NEWCOMERS)
-    calls = system.llm.calls("community_report")
+    calls = system.llm.calls("community_report") + system.llm.calls("community_reports")
     assert calls, "new facts in the storyline wrote no report"
     for call in calls:
         names = report_prompt_names(call)
