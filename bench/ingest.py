@@ -147,6 +147,7 @@ def free_port() -> int:
 async def wait_ready(settings: Settings, proc: subprocess.Popen[bytes], timeout: float) -> None:
     """Until the worker's group has members with partitions (faust joined and assigned)."""
     from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.errors import GroupCoordinatorNotAvailableError
 
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka.bootstrap_servers)
     await admin.start()
@@ -155,7 +156,11 @@ async def wait_ready(settings: Settings, proc: subprocess.Popen[bytes], timeout:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise RuntimeError(f"worker exited with {proc.returncode}")
-            groups = await admin.describe_consumer_groups([settings.app_id])
+            try:
+                groups = await admin.describe_consumer_groups([settings.app_id])
+            except GroupCoordinatorNotAvailableError:  # a new broker's offsets topic is coming
+                await asyncio.sleep(0.5)
+                continue
             state = groups[0].groups[0] if groups and groups[0].groups else None
             if state is not None and state[2] == "Stable" and state[5]:
                 return
