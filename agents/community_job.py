@@ -48,6 +48,7 @@ from kgrag.job_status import (
     FailedItem,
     JobStatus,
     LastRun,
+    read_status,
     write_status,
 )
 from kgrag.settings import Settings
@@ -261,7 +262,7 @@ class CommunityJob:
                 else:
                     await feed_consumer.seek_to_beginning(tp)
             self.feed = Feed(offsets=dict(start))
-            self._set_status(state="waiting")
+            self._set_status(state="waiting", **self._carried_over())
             while leadership.leader.is_set():
                 batch = await feed_consumer.getmany(
                     timeout_ms=int(self.poll_s * 1000), max_records=5000
@@ -278,6 +279,20 @@ class CommunityJob:
                     self._heartbeat()
         finally:
             await feed_consumer.stop()
+
+    def _carried_over(self) -> dict[str, Any]:
+        """What a new leader keeps of the last leader's status: its last run and refused
+        items (still in the checkpoint), so a restart does not blank them until a run."""
+        if self.status.last_run is not None:
+            return {}
+        previous = read_status(self.settings)
+        if previous is None or previous.last_run is None:
+            return {}
+        return {
+            "last_run": previous.last_run,
+            "failed_items_total": previous.failed_items_total,
+            "failed_items": previous.failed_items,
+        }
 
     async def _run(self, producer: AIOKafkaProducer) -> None:
         changes, offsets = self.feed.take()

@@ -357,3 +357,16 @@ class TestJobProcess:
 
 def _raise_llm_error(reason: str) -> None:
     raise LLMError(reason, retryable=False)
+
+
+def test_a_new_leader_keeps_the_last_run_of_the_one_before(tmp_path: Path) -> None:
+    from kgrag.job_status import JobStatus, LastRun, write_status
+
+    settings = settings_for(tmp_path)
+    last = LastRun(7, 1000.0, 2.5, 40, 3, 2, 1, 0, {"community_report": 2})
+    write_status(settings, JobStatus("running", 1, 900.0, 1000.0, runs=4, last_run=last))
+    job = CommunityJob(settings)
+    try:
+        assert job._carried_over()["last_run"] == last
+    finally:
+        job._pool.shutdown(cancel_futures=True)
