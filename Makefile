@@ -24,6 +24,7 @@ services-down: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: setup
 	$(BIN)/mypy
@@ -42,11 +43,12 @@ chaos: services-up
 	  $(BIN)/pytest -q -ra tests/integration/test_ingest_robustness.py || exit 1; \
 	done
 
-# Services up, lint, types, every test, services down (even when something fails).
+# Services up, lint, the layers (import-linter), types, every test, services down (even when
+# something fails).
 test: setup
 	$(KGRAG) services up
 	status=0; \
-	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy \
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports && $(BIN)/mypy \
 	  && $(BIN)/pytest -q -ra || status=$$?; \
 	$(KGRAG) services down; \
 	exit $$status

@@ -18,15 +18,15 @@ from typing import Any
 
 import orjson
 
+from core.tokenizer import get_encoding
 from graph.chunking import chunk_document
 from graph.documents import document_to_obj, parse_document
 from graph.errors import InvalidDocumentError
 from graph.model import Chunk, Document
-from kgrag.tokenizer import get_encoding
-from streams.app import Topology
 from streams.batching import as_current, deliver, finished_batches, key_text, write_rows
 from streams.codecs import encode_chunk_add, encode_document, encode_retraction
 from streams.dlq import send_dead_letter
+from streams.topology import Topology
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +46,9 @@ def chunk(topo: Topology, doc: Document) -> list[Chunk]:
 
 def register(topo: Topology) -> None:
     max_chars = topo.settings.chunking.max_document_chars
-    documents, chunks_topic = topo.topic("documents"), topo.topic("chunks")
-    changes, dlq = topo.topic("graph_changes"), topo.topic("documents_dlq")
-    table = topo.table("documents")
+    documents, chunks_topic = topo.topics.documents, topo.topics.chunks
+    changes, dlq = topo.topics.graph_changes, topo.topics.documents_dlq
+    table = topo.tables.documents
 
     @topo.app.agent(documents, name=f"{topo.settings.namespace}.chunker")
     async def chunker(stream: Any) -> None:

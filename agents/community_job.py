@@ -18,7 +18,7 @@
 - **Failure.** A run that raises, or a child that dies (``BrokenProcessPool``), costs that
   run, not the job: the pool is replaced if it broke, the leader waits with a doubling
   backoff, and leads again from the checkpoint's offsets, so the changes of the failed run are
-  read again. What the job is doing is written to a status file (``kgrag.job_status``) that
+  read again. What the job is doing is written to a status file (``core.job_status``) that
   ``kgrag status``, ``/healthz`` and ``/metrics`` read.
 """
 
@@ -41,8 +41,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from agents import community_runner
-from kgrag.children import die_with_parent
-from kgrag.job_status import (
+from core.children import die_with_parent
+from core.job_status import (
     FAILED_ITEMS_SHOWN,
     HEARTBEAT_S,
     FailedItem,
@@ -51,7 +51,7 @@ from kgrag.job_status import (
     read_status,
     write_status,
 )
-from kgrag.settings import Settings
+from core.settings import Settings
 
 log = logging.getLogger(__name__)
 

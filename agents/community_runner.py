@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core.settings import Settings
 from graph.community_run import (
     HISTORY_CAP,
     JobState,
@@ -57,7 +58,6 @@ from graph.offline_report import write_offline_report
 from graph.offline_summary import summarize_descriptions
 from graph.report_context import ChildReport, ReportContext, ReportContextBuilder
 from graph.snapshot_model import SnapshotMeta, SnapshotReport
-from kgrag.settings import Settings
 from streams.codecs import PayloadError, decode_graph_change
 
 log = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ class Runner:
         self.llm: Any = llm
         self._owns_llm = llm is None and not settings.llm.offline
         if self._owns_llm:
-            from kgrag.llm import OpenAILLM
+            from core.llm import OpenAILLM
 
             self.llm = OpenAILLM(settings.llm, settings.llm_cache_dir)
         self.now = time.time()  # one clock reading per run for backoffs and summary ages
@@ -260,7 +260,7 @@ class Runner:
     # ---- summaries --------------------------------------------------------------------
 
     async def _summaries(self, requests: Sequence[SummaryRequest]) -> None:
-        from kgrag.llm import LLMError
+        from core.llm import LLMError
 
         join_max = self.settings.community.summary_join_max_tokens
 
@@ -302,7 +302,7 @@ class Runner:
             )
 
     def _count_tokens(self, text: str) -> int:
-        from kgrag.tokenizer import get_encoding
+        from core.tokenizer import get_encoding
 
         return len(get_encoding(self.settings.chunking.encoding).encode_ordinary(text))
 
@@ -316,7 +316,7 @@ class Runner:
         version: int,
     ) -> set[str]:
         """Regenerate the stale reports, deepest level first, so parents see new children."""
-        from kgrag.tokenizer import get_encoding
+        from core.tokenizer import get_encoding
 
         enc = get_encoding(self.settings.chunking.encoding)
         builder = ReportContextBuilder(
@@ -415,7 +415,7 @@ class Runner:
         import orjson
         from pydantic import ValidationError
 
-        from kgrag.llm import LLMError
+        from core.llm import LLMError
         from prompts import BatchedReport, PromptLibrary, render_community_reports
 
         ids = [str(self.state.human_ids.get("community", c.id) or c.id) for c in batch]
@@ -453,7 +453,7 @@ class Runner:
             return write_offline_report(c, ctx).as_dict(), "offline"
         from pydantic import ValidationError
 
-        from kgrag.llm import LLMError
+        from core.llm import LLMError
         from prompts import CommunityReportResponse, PromptLibrary, render_community_report
 
         lib = PromptLibrary(self.settings.extraction.prompts_dir)
@@ -478,7 +478,7 @@ class Runner:
     # ---- snapshot, vectors, events ----------------------------------------------------
 
     def _store(self) -> Any:
-        from kgrag.snapshot_store import SnapshotStore
+        from core.snapshot_store import SnapshotStore
 
         return SnapshotStore(
             self.settings.snapshots_dir, keep=self.settings.community.keep_snapshots
@@ -537,8 +537,8 @@ class Runner:
         regenerated: set[str],
     ) -> None:
         """Embed regenerated reports; delete the vectors of dissolved communities' reports."""
-        from agents.embedder import build_embedder
-        from kgrag.vector_store import VectorStoreError, WeaviateStore
+        from core.clients import build_embedder
+        from core.vector_store import VectorStoreError, WeaviateStore
 
         fresh = [r for r in reports if r.id in regenerated]
         gone = [cid for cid in previous if cid not in current]

@@ -18,30 +18,19 @@ from typing import Any, TypeVar
 
 from tenacity import AsyncRetrying, retry_if_exception, wait_exponential_jitter
 
+from core.clients import build_embedder
+from core.vector_store import VectorStoreError, WeaviateStore
 from graph.aggregates import EntityAggregate, RelationshipAggregate
 from graph.graph_changes import GraphChange
-from graph.hashing_embedding import HashingEmbedder
 from graph.model import Chunk
 from graph.protocols import Embedder
 from graph.tally import Tally
-from kgrag.settings import Settings
-from kgrag.vector_store import VectorStoreError, WeaviateStore
-from streams.app import Topology
 from streams.batching import finished_batches
 from streams.codecs import PayloadError, Retraction, decode_chunk_event, decode_graph_change
+from streams.topology import Topology
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-def build_embedder(settings: Settings) -> Embedder:
-    cfg = settings.embeddings
-    if cfg.base_url:
-        from kgrag.llm import OpenAIEmbedder
-
-        embedder: Embedder = OpenAIEmbedder(cfg)
-        return embedder
-    return HashingEmbedder(cfg.dimensions)
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -172,7 +161,7 @@ def register(topo: Topology) -> None:
             state["store"] = s
         return state["store"]
 
-    @topo.app.agent(topo.topic("chunks"), name=f"{topo.settings.namespace}.text-embedder")
+    @topo.app.agent(topo.topics.chunks, name=f"{topo.settings.namespace}.text-embedder")
     async def embed_text_units(stream: Any) -> None:
         async for batch in finished_batches(stream, topo.settings.weaviate.batch_size, 1.0):
             writer = VectorWriter(store, embedder)
@@ -193,7 +182,7 @@ def register(topo: Topology) -> None:
                     )
             await writer.flush()
 
-    @topo.app.agent(topo.topic("graph_changes"), name=f"{topo.settings.namespace}.entity-embedder")
+    @topo.app.agent(topo.topics.graph_changes, name=f"{topo.settings.namespace}.entity-embedder")
     async def embed_entities(stream: Any) -> None:
         async for batch in finished_batches(stream, topo.settings.weaviate.batch_size, 1.0):
             writer = VectorWriter(store, embedder)

@@ -15,11 +15,11 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
+from core.errors import KgragError
+from core.settings import Settings
 from graph.llm_extraction import ClaimSpec, ExtractionFailedError, ExtractionPrompts, extract_chunk
 from graph.model import Chunk, ChunkExtraction
 from graph.offline_extraction import extract_offline
-from kgrag.errors import KgragError
-from kgrag.settings import Settings
 from prompts import (
     PromptLibrary,
     render_extract_claims,
@@ -27,7 +27,6 @@ from prompts import (
     render_glean_continue,
     render_glean_loop,
 )
-from streams.app import Topology
 from streams.batching import deliver
 from streams.codecs import (
     PayloadError,
@@ -37,6 +36,7 @@ from streams.codecs import (
     encode_retraction,
 )
 from streams.dlq import send_dead_letter
+from streams.topology import Topology
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def build_extractor(settings: Settings) -> Extract:
 
         return offline
 
-    from kgrag.llm import OpenAILLM
+    from core.llm import OpenAILLM
 
     llm = OpenAILLM(settings.llm, settings.llm_cache_dir)
     lib = PromptLibrary(cfg.prompts_dir)
@@ -154,7 +154,7 @@ class Window:
 
 def register(topo: Topology) -> None:
     extract = build_extractor(topo.settings)
-    extractions, dlq = topo.topic("extractions"), topo.topic("extractions_dlq")
+    extractions, dlq = topo.topics.extractions, topo.topics.extractions_dlq
     cfg = topo.settings
     size = (
         cfg.extraction.batch_size
@@ -167,7 +167,7 @@ def register(topo: Topology) -> None:
             return await extractions.send(key=event.key, value=outcome)
         return await send_dead_letter(dlq, event, reason=outcome, stage="extractor")
 
-    @topo.app.agent(topo.topic("chunks"), name=f"{topo.settings.namespace}.extractor")
+    @topo.app.agent(topo.topics.chunks, name=f"{topo.settings.namespace}.extractor")
     async def extractor(stream: Any) -> None:
         window = Window(stream, size, send)
         drainer = asyncio.ensure_future(window.drain())

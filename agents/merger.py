@@ -52,7 +52,6 @@ from graph.merge import (
     release_relationship,
 )
 from graph.model import ChunkExtraction
-from streams.app import Topology
 from streams.batching import as_current, deliver, finished_batches, write_rows
 from streams.codecs import (
     ItemKind,
@@ -65,6 +64,7 @@ from streams.codecs import (
     encode_item_retraction,
 )
 from streams.dlq import send_dead_letter
+from streams.topology import Tables, Topology
 
 log = logging.getLogger(__name__)
 
@@ -78,33 +78,33 @@ YIELD_EVERY = 50
 
 
 def _retractions(manifest: ChunkManifest) -> list[tuple[str, str, bytes]]:
-    """(topic name, key, payload) for every key the manifest routes a retraction to."""
+    """(merge kind, key, payload) for every key the manifest routes a retraction to."""
     out = []
-    for topic, keys in (
-        ("entity_items", manifest.entity_keys),
-        ("relationship_items", manifest.relationship_keys),
-        ("claim_items", manifest.claim_keys),
+    for kind, keys in (
+        ("entity", manifest.entity_keys),
+        ("relationship", manifest.relationship_keys),
+        ("claim", manifest.claim_keys),
     ):
         for key in keys:
             out.append(
-                (topic, key, encode_item_retraction(key, manifest.chunk_id, manifest.document_id))
+                (kind, key, encode_item_retraction(key, manifest.chunk_id, manifest.document_id))
             )
     return out
 
 
 def _additions(extraction: ChunkExtraction) -> tuple[ChunkManifest, list[tuple[str, str, bytes]]]:
     contrib = chunk_contributions(extraction)
-    out = [("entity_items", c.key, encode_item(c)) for c in contrib.entities]
-    out += [("relationship_items", c.key, encode_item(c)) for c in contrib.relationships]
-    out += [("claim_items", c.key, encode_item(c)) for c in contrib.claims]
+    out = [("entity", c.key, encode_item(c)) for c in contrib.entities]
+    out += [("relationship", c.key, encode_item(c)) for c in contrib.relationships]
+    out += [("claim", c.key, encode_item(c)) for c in contrib.claims]
     return contrib.manifest, out
 
 
 def register_rekeyer(topo: Topology) -> None:
-    manifests, changes = topo.table("manifests"), topo.topic("graph_changes")
-    dlq = topo.topic("extractions_dlq")
+    manifests, changes = topo.tables.manifests, topo.topics.graph_changes
+    dlq = topo.topics.extractions_dlq
 
-    @topo.app.agent(topo.topic("extractions"), name=f"{topo.settings.namespace}.rekeyer")
+    @topo.app.agent(topo.topics.extractions, name=f"{topo.settings.namespace}.rekeyer")
     async def rekeyer(stream: Any) -> None:
         async for batch in finished_batches(stream, 200, within=0.5):
             pending: list[Any] = []
@@ -135,8 +135,8 @@ def register_rekeyer(topo: Topology) -> None:
                     sends = _retractions(old) if old is not None else []
                     change = text_unit_retracted(item.chunk_id, item.document_id)
                     row = None
-                for topic, key, payload in sends:
-                    pending.append(await topo.topic(topic).send(key=key, value=payload))
+                for kind, key, payload in sends:
+                    pending.append(await topo.topics.items(kind).send(key=key, value=payload))
                 pending.append(await changes.send(key=chunk_id, value=encode_change(change)))
                 writes.append((event, chunk_id, row))
             await deliver(pending)
@@ -207,15 +207,15 @@ KINDS = {
 class RowCache:
     """Rows read or written within one batch, so repeated keys see the batch's own writes."""
 
-    def __init__(self, topo: Topology) -> None:
-        self.topo = topo
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
         self.rows: dict[tuple[str, str], Any] = {}
         self.events: dict[tuple[str, str], Any] = {}
 
     def get(self, event: Any, table: str, key: str) -> Any:
         if (table, key) not in self.rows:
             with as_current(event):
-                self.rows[(table, key)] = self.topo.table(table).get(key)
+                self.rows[(table, key)] = self.tables.named(table).get(key)
         return self.rows[(table, key)]
 
     def put(self, event: Any, table: str, key: str, value: Any) -> None:
@@ -238,9 +238,9 @@ class RowCache:
             value = self.rows[(table, key)]
             with as_current(event):
                 if value is None:
-                    self.topo.table(table).pop(key, None)
+                    self.tables.named(table).pop(key, None)
                 else:
-                    self.topo.table(table)[key] = value
+                    self.tables.named(table)[key] = value
 
 
 _FLUSH_RANK = {
@@ -395,14 +395,14 @@ def _rewrite_rows(
 
 
 def register_merger(topo: Topology, spec: MergeKind) -> None:
-    changes, dlq = topo.topic("graph_changes"), topo.topic("extractions_dlq")
+    changes, dlq = topo.topics.graph_changes, topo.topics.extractions_dlq
     max_descriptions = topo.settings.extraction.max_descriptions
-    source = topo.topic(f"{spec.kind}_items")
+    source = topo.topics.items(spec.kind)
 
     @topo.app.agent(source, name=f"{topo.settings.namespace}.{spec.kind}-merger")
     async def merger(stream: Any) -> None:
         async for batch in finished_batches(stream, 500, within=0.5):
-            cache = RowCache(topo)
+            cache = RowCache(topo.tables)
             pending: list[Any] = []
             for n, event in enumerate(batch, 1):
                 if not n % YIELD_EVERY:

@@ -46,6 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import agents.community_runner as runner_module
 from agents.community_runner import Runner
+from core.settings import CommunitySettings, LLMSettings, Settings, load_settings
+from core.snapshot_store import SnapshotStore
+from core.tokenizer import ensure_offline_bpe, get_encoding
 from graph.chunking import chunk_document
 from graph.community_run import JobState
 from graph.evidence import RegenerationPlan
@@ -54,9 +57,6 @@ from graph.leiden import Hierarchy, build_graph, hierarchical_leiden
 from graph.local_merge import LocalMerger
 from graph.model import Document
 from graph.offline_extraction import extract_offline
-from kgrag.settings import CommunitySettings, LLMSettings, Settings, load_settings
-from kgrag.snapshot_store import SnapshotStore
-from kgrag.tokenizer import ensure_offline_bpe, get_encoding
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "reuters-1987-dev.jsonl"

@@ -55,12 +55,12 @@ sys.path.insert(0, str(ROOT))
 
 from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
 
+from core.lag import WORKER_TOPICS  # noqa: E402
+from core.lag import consumer_lag as lag_by_topic  # noqa: E402
+from core.publish import publish  # noqa: E402
+from core.settings import Settings, load_settings  # noqa: E402
+from core.tokenizer import ensure_offline_bpe  # noqa: E402
 from graph.graph_view import GraphView  # noqa: E402
-from kgrag.lag import WORKER_TOPICS  # noqa: E402
-from kgrag.lag import consumer_lag as lag_by_topic  # noqa: E402
-from kgrag.publish import publish  # noqa: E402
-from kgrag.settings import Settings, load_settings  # noqa: E402
-from kgrag.tokenizer import ensure_offline_bpe  # noqa: E402
 from streams.admin import delete_namespace_topics, ensure_topics  # noqa: E402
 from streams.codecs import decode_graph_change  # noqa: E402
 
@@ -453,7 +453,7 @@ def collect_llm(server: LLMServer, args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def drop_collections(settings: Settings) -> None:
-    from kgrag.vector_store import WeaviateStore
+    from core.vector_store import WeaviateStore
 
     with contextlib.suppress(Exception):
         async with WeaviateStore(settings) as store:

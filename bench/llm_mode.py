@@ -58,12 +58,12 @@ from bench.ingest import (  # noqa: E402
     stop,
     wait_ready,
 )
-from kgrag.job_status import read_status  # noqa: E402
-from kgrag.publish import publish  # noqa: E402
-from kgrag.settings import Settings, load_settings  # noqa: E402
-from kgrag.snapshot_store import SnapshotStore, SnapshotStoreError  # noqa: E402
+from core.job_status import read_status  # noqa: E402
+from core.publish import publish  # noqa: E402
+from core.settings import Settings, load_settings  # noqa: E402
+from core.snapshot_store import SnapshotStore, SnapshotStoreError  # noqa: E402
+from core.tokenizer import ensure_offline_bpe  # noqa: E402
 from kgrag.testing.scripted_answers import content_text, n_tokens  # noqa: E402
-from kgrag.tokenizer import ensure_offline_bpe  # noqa: E402
 from streams.admin import delete_namespace_topics, ensure_topics  # noqa: E402
 
 RESULT = ROOT / "bench" / "results" / "llm_mode.json"

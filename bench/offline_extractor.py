@@ -32,11 +32,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from core.tokenizer import get_encoding
 from graph.chunking import chunk_document
 from graph.keys import entity_key
 from graph.model import Chunk, ChunkExtraction, Document
 from graph.offline_extraction import extract_offline
-from kgrag.tokenizer import get_encoding
 
 DATA = Path("/work/shared/data/reuters-1987-dev.jsonl")
 RESULT = Path(__file__).resolve().parent / "results" / "offline_extractor.json"

@@ -49,12 +49,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents.embedder import build_embedder
 from bench.query_index import load_articles, prepare
-from kgrag.llm import OpenAILLM
-from kgrag.settings import LLMSettings, Settings
+from core.clients import build_embedder
+from core.llm import OpenAILLM
+from core.settings import LLMSettings, Settings
+from core.vector_store import WeaviateStore
 from kgrag.testing.scripted_llm import ScriptedLLMServer
-from kgrag.vector_store import WeaviateStore
 from prompts import PromptLibrary
 from query.basic_search import BasicSearchConfig, basic_context
 from query.context import (

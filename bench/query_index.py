@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from agents.community_runner import Runner
-from agents.embedder import build_embedder, entity_text, text_unit_properties, top_descriptions
+from agents.embedder import entity_text, text_unit_properties, top_descriptions
+from core.clients import build_embedder
+from core.settings import Settings
+from core.snapshot_store import SnapshotStore
+from core.tokenizer import get_encoding
+from core.vector_store import WeaviateStore
 from graph.chunking import chunk_document
 from graph.community_run import JobState
 from graph.documents import document_from_obj
@@ -26,10 +31,6 @@ from graph.graph_view import GraphView
 from graph.local_merge import LocalMerger
 from graph.offline_extraction import extract_offline
 from graph.snapshot_model import Snapshot
-from kgrag.settings import Settings
-from kgrag.snapshot_store import SnapshotStore
-from kgrag.tokenizer import get_encoding
-from kgrag.vector_store import WeaviateStore
 
 BATCH = 500
 

@@ -92,7 +92,7 @@ class ClaimSpec:
 
 @runtime_checkable
 class ForgettingLLM(Protocol):
-    """An LLM with a response cache that can drop one answer (``kgrag.llm.ChatLLM``)."""
+    """An LLM with a response cache that can drop one answer (``core.llm.ChatLLM``)."""
 
     async def forget(
         self,

@@ -24,7 +24,7 @@ class ChatResult:
 
 class LLM(Protocol):
     """A chat model. Implementations retry transient failures themselves and raise
-    ``kgrag.llm.LLMError`` when they give up."""
+    ``core.llm.LLMError`` when they give up."""
 
     async def chat(
         self,

@@ -15,8 +15,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kgrag.errors import KgragError
-from kgrag.settings import Settings, get_settings
+from core.errors import KgragError
+from core.settings import Settings, get_settings
 
 app = typer.Typer(
     help="GraphRAG as an event-driven, incremental indexer on Kafka.",
@@ -125,9 +125,9 @@ def worker(
     """
     from faust import Worker
 
-    from kgrag.children import supervise_kgrag
+    from core.children import supervise_kgrag
+    from kgrag.worker import build
     from streams.admin import ensure_topics
-    from streams.app import build
 
     settings = _settings()
     asyncio.run(ensure_topics(settings))
@@ -167,7 +167,7 @@ def publish_cmd(
     limit: Annotated[int | None, typer.Option(help="Send at most this many documents")] = None,
 ) -> None:
     """Send documents (one JSON object per line) to the documents topic."""
-    from kgrag.publish import publish
+    from core.publish import publish
     from streams.admin import ensure_topics
 
     settings = _settings()
@@ -209,8 +209,8 @@ def export_cmd(
     version: Annotated[int | None, typer.Option(help="Snapshot version (default: latest)")] = None,
 ) -> None:
     """Write the latest snapshot as Microsoft GraphRAG output tables (parquet)."""
+    from core.snapshot_store import SnapshotStore
     from kgrag.export import export_graphrag
-    from kgrag.snapshot_store import SnapshotStore
 
     if fmt != "graphrag":
         raise KgragError(f"unknown export format {fmt!r}; use --format graphrag")

@@ -21,9 +21,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from kgrag.errors import KgragError
-from kgrag.settings import Settings, get_settings
-from kgrag.snapshot_store import SnapshotNotFoundError, SnapshotStore
+from core.errors import KgragError
+from core.settings import Settings, get_settings
+from core.snapshot_store import SnapshotNotFoundError, SnapshotStore
 from query.index import QueryIndex
 from query.results import QueryResult
 

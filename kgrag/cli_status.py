@@ -5,11 +5,11 @@ each stage, whether the community job is alive and what it last did, which repor
 refused, how old the newest version is, and when the backlog will be gone. It reads only
 what other processes already publish, so it needs neither a running worker nor the query
 service: the latest snapshot's ``meta.json`` (not the whole snapshot), the community job's
-status file (``kgrag.job_status``) and, from Kafka, the worker group's lag and the end offsets
+status file (``core.job_status``) and, from Kafka, the worker group's lag and the end offsets
 of ``graph_changes``. Kafka is the only part that can be away; then the command still shows
 the rest and says Kafka was unreachable, so it is useful precisely when something is down.
 
-The verdict, the pending arithmetic and the ETA come from ``kgrag.health``, the same functions
+The verdict, the pending arithmetic and the ETA come from ``core.health``, the same functions
 behind the query service's ``/healthz``, so both say the same thing about the same state.
 ``--json`` prints one object with stable keys (listed in the command's help) for scripts.
 """
@@ -31,13 +31,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from core.errors import KgragError
+from core.health import Eta, assess, describe_job, eta, format_duration, pending_changes
+from core.job_status import JobStatus, read_status
+from core.lag import consumer_lag
+from core.settings import Settings, get_settings
+from core.snapshot_store import SnapshotStore
 from graph.snapshots import META_FILE
-from kgrag.errors import KgragError
-from kgrag.health import Eta, assess, describe_job, eta, format_duration, pending_changes
-from kgrag.job_status import JobStatus, read_status
-from kgrag.lag import consumer_lag
-from kgrag.settings import Settings, get_settings
-from kgrag.snapshot_store import SnapshotStore
 
 log = logging.getLogger(__name__)
 

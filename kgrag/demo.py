@@ -23,12 +23,12 @@ from aiokafka import AIOKafkaConsumer
 from rich.console import Console
 from rich.table import Table
 
-from kgrag.errors import KgragError
-from kgrag.publish import publish
+from core.errors import KgragError
+from core.publish import publish
+from core.settings import Settings
+from core.snapshot_store import SnapshotStore
+from core.vector_store import WeaviateStore
 from kgrag.services import launcher
-from kgrag.settings import Settings
-from kgrag.snapshot_store import SnapshotStore
-from kgrag.vector_store import WeaviateStore
 from streams.admin import delete_namespace_topics, ensure_topics
 
 LOCAL_QUESTION = "What did Finance Minister Elena Vasquez say about interest rates?"

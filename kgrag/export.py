@@ -33,8 +33,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from core.errors import KgragError
 from graph.snapshot_model import Snapshot
-from kgrag.errors import KgragError
 
 STR = pa.string()
 INT = pa.int64()

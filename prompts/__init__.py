@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from kgrag.errors import KgragError
+from core.errors import KgragError
 
 SHIPPED_DIR = Path(__file__).resolve().parent
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kgrag.errors import KgragError
+from core.errors import KgragError
 
 
 class QueryError(KgragError):

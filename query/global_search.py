@@ -20,8 +20,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.llm import LLMError
 from graph.snapshot_model import SnapshotReport
-from kgrag.llm import LLMError
 from prompts import render_global_map_system, render_global_reduce_system
 from query.citations import CitationCheck, check_citations, cited_ids
 from query.deps import QueryDeps, ask

@@ -12,7 +12,7 @@ offsets); it is cached for ``lag_ttl_s`` so a fast scraper cannot turn into load
 broker, and a failure leaves the last figure in place and counts an error.
 
 The community job's gauges (alive, restarts, failed items, last run, pending graph changes)
-come from its status file (``kgrag.job_status``) and from ``PendingProbe``, which reads the
+come from its status file (``core.job_status``) and from ``PendingProbe``, which reads the
 end offsets of ``graph_changes`` for ``/healthz`` and ``/metrics`` alike. That probe caches
 for a few seconds for the same reason, remembers a failure for as long (so a broker that is
 away does not slow every probe down by a timeout), and takes its reader as a parameter so
@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from kgrag.job_status import JobStatus
-from kgrag.lag import consumer_lag
-from kgrag.settings import Settings
+from core.job_status import JobStatus
+from core.lag import consumer_lag
+from core.settings import Settings
 from query.results import QueryResult
 
 log = logging.getLogger(__name__)

@@ -41,19 +41,21 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from core.clients import build_embedder
+from core.clients import build_llm as build_query_llm
+from core.errors import ConfigError
+from core.health import assess, pending_changes
+from core.job_status import read_status
+from core.llm import LLMError
+from core.settings import Settings
+from core.snapshot_store import PointerStamp, SnapshotStore, SnapshotWatcher
+from core.tokenizer import get_encoding
+from core.vector_store import VectorStoreError, WeaviateStore
 from graph.documents import document_from_obj, document_to_obj
 from graph.errors import InvalidDocumentError, PicklableError
 from graph.keys import entity_key
 from graph.protocols import LLM, VectorHit
 from graph.snapshot_model import SnapshotCommunity, SnapshotEntity
-from kgrag.errors import ConfigError
-from kgrag.health import assess, pending_changes
-from kgrag.job_status import read_status
-from kgrag.llm import LLMError, OpenAILLM
-from kgrag.settings import Settings
-from kgrag.snapshot_store import PointerStamp, SnapshotStore, SnapshotWatcher
-from kgrag.tokenizer import get_encoding
-from kgrag.vector_store import VectorStoreError, WeaviateStore
 from prompts import PromptError, PromptLibrary
 from query.basic_search import BasicSearchConfig, basic_search
 from query.context import LocalContextConfig
@@ -267,11 +269,8 @@ def token_counter(encoding: str) -> TokenCounter:
 
 
 def build_llm(settings: Settings, metrics: QueryMetrics | None = None) -> LLM | None:
-    """The configured model, or ``None`` (offline mode) when ``llm.base_url`` is unset."""
-    if settings.llm.offline:
-        return None
-    registry = metrics.registry if metrics is not None else None
-    return OpenAILLM(settings.llm, settings.llm_cache_dir, registry=registry)
+    """The configured model, its counters on the service's registry, or ``None``."""
+    return build_query_llm(settings, metrics.registry if metrics is not None else None)
 
 
 @asynccontextmanager
@@ -279,7 +278,6 @@ async def open_deps(
     settings: Settings, metrics: QueryMetrics | None = None
 ) -> AsyncIterator[QueryDeps]:
     """The clients a query needs, closed on exit."""
-    from agents.embedder import build_embedder
 
     store = LazyVectorStore(WeaviateStore(settings))
     try:

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from kgrag.settings import Settings
+from core.settings import Settings
 
 log = logging.getLogger(__name__)
 

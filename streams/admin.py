@@ -13,8 +13,8 @@ import contextlib
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from kgrag.errors import ConfigError
-from kgrag.settings import Settings
+from core.errors import ConfigError
+from core.settings import Settings
 
 
 async def ensure_topics(settings: Settings) -> list[str]:

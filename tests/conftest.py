@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from kgrag.settings import Settings, load_settings
-from kgrag.tokenizer import ensure_offline_bpe
+from core.settings import Settings, load_settings
+from core.tokenizer import ensure_offline_bpe
 
 ensure_offline_bpe()
 

@@ -15,7 +15,8 @@ import time
 import uuid
 from pathlib import Path
 
-from kgrag.errors import ServiceError
+from core.errors import ServiceError
+from core.settings import Settings
 from kgrag.services.process import (
     ServiceRecord,
     ensure_ports_free,
@@ -25,7 +26,6 @@ from kgrag.services.process import (
     spawn,
     wait_until,
 )
-from kgrag.settings import Settings
 
 NAME = "kafka"
 # slf4j-api 1.7 is what kafka_2.13 4.x resolves to, so the matching Log4j2 binding is the

@@ -12,7 +12,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from kgrag.errors import ServiceError
+from core.errors import ServiceError
+from core.settings import Settings
 from kgrag.services import kafka, weaviate
 from kgrag.services.process import (
     ServiceRecord,
@@ -20,7 +21,6 @@ from kgrag.services.process import (
     port_open,
     stop_pid,
 )
-from kgrag.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import orjson
 
-from kgrag.errors import MissingToolError, PortInUseError, ServiceError
+from core.errors import MissingToolError, PortInUseError, ServiceError
 
 # Children started by this process, kept so they are reaped (not leaked as zombies or
 # reported as "still running" when the Popen object is collected) if we stop them ourselves.

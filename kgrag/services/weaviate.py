@@ -15,7 +15,8 @@ from pathlib import Path
 
 import httpx
 
-from kgrag.errors import ServiceError
+from core.errors import ServiceError
+from core.settings import Settings
 from kgrag.services.process import (
     ServiceRecord,
     ensure_ports_free,
@@ -25,7 +26,6 @@ from kgrag.services.process import (
     spawn,
     wait_until,
 )
-from kgrag.settings import Settings
 
 NAME = "weaviate"
 MODULE = "github.com/weaviate/weaviate/cmd/weaviate-server"

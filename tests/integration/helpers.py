@@ -15,9 +15,9 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from kgrag.lag import WORKER_TOPICS
-from kgrag.lag import consumer_lag as lag_by_topic
-from kgrag.settings import Settings
+from core.lag import WORKER_TOPICS
+from core.lag import consumer_lag as lag_by_topic
+from core.settings import Settings
 from tests.conftest import settings_env
 
 

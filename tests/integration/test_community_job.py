@@ -32,11 +32,11 @@ from typing import Any
 import httpx
 import pytest
 
+from core.publish import publish
+from core.settings import LLMSettings, Settings
+from core.snapshot_store import SnapshotNotFoundError, SnapshotStore
 from graph.keys import entity_key
 from graph.snapshot_model import Snapshot
-from kgrag.publish import publish
-from kgrag.settings import LLMSettings, Settings
-from kgrag.snapshot_store import SnapshotNotFoundError, SnapshotStore
 from kgrag.testing.scripted_answers import parse_tables
 from kgrag.testing.scripted_llm import ScriptedLLMServer
 from query.service import create_app

@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from kgrag.publish import publish
-from kgrag.settings import Settings
+from core.publish import publish
+from core.settings import Settings
 from tests.conftest import make_settings
 from tests.integration.helpers import WorkerProcess, fold_until, graph_summary, running_worker
 

@@ -16,15 +16,15 @@ from pathlib import Path
 import orjson
 import pytest
 
+from core.publish import publish
+from core.settings import Settings
+from core.tokenizer import get_encoding
+from core.vector_store import WeaviateStore
 from graph.chunking import chunk_document
 from graph.documents import document_from_obj
-from kgrag.publish import publish
 from kgrag.services import weaviate
 from kgrag.services.process import port_open, stop_pid
-from kgrag.settings import Settings
 from kgrag.testing.scripted_llm import FaultConfig, ScriptedLLMServer
-from kgrag.tokenizer import get_encoding
-from kgrag.vector_store import WeaviateStore
 from streams.admin import delete_namespace_topics, ensure_topics
 from streams.codecs import decode_chunk_event
 from tests.conftest import make_settings

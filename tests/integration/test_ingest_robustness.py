@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from kgrag.publish import publish
-from kgrag.settings import Settings
+from core.publish import publish
+from core.settings import Settings
 from streams.admin import delete_namespace_topics, ensure_topics
 from tests.conftest import make_settings
 from tests.integration.helpers import (

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from core.settings import Settings, load_settings
 from kgrag.services import kafka, launcher, weaviate
 from kgrag.services.process import ServiceRecord, pid_alive, port_open
-from kgrag.settings import Settings, load_settings
 
 PORTS = {
     "kafka": 29092,
@@ -102,7 +102,7 @@ def test_down_never_kills_a_foreign_process_with_a_recycled_pid(own_settings: Se
 def test_a_taken_port_names_the_setting_that_moves_it(own_settings: Settings) -> None:
     import socket
 
-    from kgrag.errors import PortInUseError
+    from core.errors import PortInUseError
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", PORTS["controller"]))

@@ -29,11 +29,11 @@ from typing import Any
 
 import pytest
 
+from core.job_status import JobStatus, read_status
+from core.publish import publish
+from core.settings import LLMSettings, Settings
+from core.snapshot_store import SnapshotStore, SnapshotStoreError
 from graph.snapshot_model import Snapshot
-from kgrag.job_status import JobStatus, read_status
-from kgrag.publish import publish
-from kgrag.settings import LLMSettings, Settings
-from kgrag.snapshot_store import SnapshotStore, SnapshotStoreError
 from kgrag.testing.scripted_llm import FaultConfig, ScriptedLLMServer
 from streams.admin import delete_namespace_topics, ensure_topics
 from tests.conftest import make_settings, settings_env

@@ -25,7 +25,10 @@ import pytest
 import uvicorn
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from agents.embedder import build_embedder
+from core.clients import build_embedder
+from core.settings import ApiSettings, LLMSettings, Settings
+from core.snapshot_store import SnapshotStore
+from core.vector_store import WeaviateStore
 from graph.snapshot_model import (
     Snapshot,
     SnapshotCommunity,
@@ -35,10 +38,7 @@ from graph.snapshot_model import (
     SnapshotReport,
     SnapshotTextUnit,
 )
-from kgrag.settings import ApiSettings, LLMSettings, Settings
-from kgrag.snapshot_store import SnapshotStore
 from kgrag.testing.scripted_llm import ScriptedLLMServer
-from kgrag.vector_store import WeaviateStore
 from query.global_search import NO_DATA_ANSWER
 from query.index import QueryIndex
 from query.service import create_app

@@ -8,10 +8,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from core.publish import publish
+from core.settings import Settings
+from core.vector_store import WeaviateStore
 from graph.hashing_embedding import HashingEmbedder
-from kgrag.publish import publish
-from kgrag.settings import Settings
-from kgrag.vector_store import WeaviateStore
 from query.basic import search_text_units
 from tests.conftest import make_settings
 from tests.integration.helpers import (

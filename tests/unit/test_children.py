@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from kgrag.children import Supervisor, backoff_s, describe_exit, kgrag_argv
+from core.children import Supervisor, backoff_s, describe_exit, kgrag_argv
 
 # A process that starts a spawn-context pool the way the community job does, prints its pool
 # worker's pid, then waits to be killed.
 _POOL_OWNER = """
 import multiprocessing, os, sys, time
 from concurrent.futures import ProcessPoolExecutor
-from kgrag.children import die_with_parent
+from core.children import die_with_parent
 pool = ProcessPoolExecutor(
     max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent
 )
@@ -173,7 +173,7 @@ class TestSupervisor:
         wait_until(lambda: len(starts(log)) == 1 and sup.pid is not None)
         pid = sup.pid
         assert pid is not None
-        with caplog.at_level(logging.WARNING, logger="kgrag.children"):
+        with caplog.at_level(logging.WARNING, logger="core.children"):
             sup.stop()
         assert not _alive(pid) and sup.exits == ()
         assert any("ignored SIGTERM" in r.getMessage() for r in caplog.records)
@@ -182,7 +182,7 @@ class TestSupervisor:
         self, tmp_path: Path, stop_later: list[Supervisor], caplog: pytest.LogCaptureFixture
     ) -> None:
         sup, log = planned(tmp_path, "kill:SIGKILL", "forever")
-        with caplog.at_level(logging.WARNING, logger="kgrag.children"):
+        with caplog.at_level(logging.WARNING, logger="core.children"):
             stop_later.append(sup.start())
             wait_until(lambda: len(starts(log)) == 2)
         assert sup.exits[0].returncode == -signal.SIGKILL
@@ -216,7 +216,7 @@ class TestSupervisor:
 # An owner process that supervises a long-running child, prints its pid, then waits.
 _SUPERVISOR_OWNER = """
 import sys, time
-from kgrag.children import Supervisor
+from core.children import Supervisor
 sup = Supervisor([sys.executable, "-c", "import time; time.sleep(120)"], name="c").start()
 while sup.pid is None:
     time.sleep(0.01)

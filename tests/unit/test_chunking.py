@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from core.tokenizer import get_encoding
 from graph.chunking import chunk_document, window_bounds
 from graph.model import Chunk, Document, content_id
-from kgrag.tokenizer import get_encoding
 
 
 def char_encode(text: str) -> list[int]:

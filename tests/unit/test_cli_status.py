@@ -19,12 +19,12 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+from core.job_status import FailedItem, JobStatus, LastRun, write_status
+from core.settings import Settings, get_settings
+from core.snapshot_store import SnapshotStore
 from kgrag import cli_status
 from kgrag.cli import app
 from kgrag.cli_status import KafkaSample, KafkaUnreachableError
-from kgrag.job_status import FailedItem, JobStatus, LastRun, write_status
-from kgrag.settings import Settings, get_settings
-from kgrag.snapshot_store import SnapshotStore
 from tests.unit.test_query_support import world
 
 KEYS = {

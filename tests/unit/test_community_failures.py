@@ -23,10 +23,10 @@ import pytest
 import agents.community_runner as runner_module
 from agents.community_job import CommunityJob, RunFailed
 from agents.community_runner import Runner
+from core.llm import LLMError
 from graph.community_run import JobState, SummaryRecord, upgrade_state
 from graph.keys import entity_key
 from graph.protocols import ChatResult
-from kgrag.llm import LLMError
 from tests.unit.test_community_run import World, base_world, leaf_of, settings_for
 
 
@@ -360,7 +360,7 @@ def _raise_llm_error(reason: str) -> None:
 
 
 def test_a_new_leader_keeps_the_last_run_of_the_one_before(tmp_path: Path) -> None:
-    from kgrag.job_status import JobStatus, LastRun, write_status
+    from core.job_status import JobStatus, LastRun, write_status
 
     settings = settings_for(tmp_path)
     last = LastRun(7, 1000.0, 2.5, 40, 3, 2, 1, 0, {"community_report": 2})

@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 
 from agents.community_runner import Runner
+from core.settings import CommunitySettings, LLMSettings, Settings, load_settings
+from core.snapshot_store import SnapshotStore
 from graph.community_run import JobState
 from graph.graph_view import GraphView
 from graph.keys import entity_key
 from graph.local_merge import LocalMerger
 from graph.model import Chunk, ChunkExtraction, Community, EntityMention, RelationshipMention
 from graph.snapshot_model import Snapshot
-from kgrag.settings import CommunitySettings, LLMSettings, Settings, load_settings
-from kgrag.snapshot_store import SnapshotStore
 
 MAX_DESCRIPTIONS = 12
 

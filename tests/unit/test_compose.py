@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kgrag.settings import Settings
+from core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
+from core.errors import KgragError
+from core.llm import LLMError
 from graph.errors import GraphError
-from kgrag.errors import KgragError
-from kgrag.llm import LLMError
 
-PACKAGES = ("kgrag", "graph", "streams", "agents", "query", "prompts")
+PACKAGES = ("kgrag", "core", "graph", "streams", "agents", "query", "prompts")
 _MAX_ATTEMPTS = 200  # argument combinations tried per class before giving up
 
 

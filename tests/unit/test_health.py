@@ -1,4 +1,4 @@
-"""``kgrag.health``: pending graph changes, the backlog's ETA and the health verdict.
+"""``core.health``: pending graph changes, the backlog's ETA and the health verdict.
 
 These are the rules ``kgrag status`` and the query service's ``/healthz`` share, checked on
 plain values (a fixed ``now``, hand-made job statuses), so no clock, file or broker is needed.
@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from kgrag.health import (
+from core.health import (
     assess,
     describe_failed,
     describe_job,
@@ -20,7 +20,7 @@ from kgrag.health import (
     pending_changes,
     stale_reason,
 )
-from kgrag.job_status import HEARTBEAT_S, FailedItem, JobStatus
+from core.job_status import HEARTBEAT_S, FailedItem, JobStatus
 
 NOW = 1_800_000_000.0
 

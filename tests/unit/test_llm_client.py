@@ -13,9 +13,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import prompts as p
+from core.llm import LLMError, OpenAIEmbedder, OpenAILLM, ResponseCache, is_retryable
+from core.settings import EmbeddingSettings, LLMSettings
 from graph.protocols import ChatResult
-from kgrag.llm import LLMError, OpenAIEmbedder, OpenAILLM, ResponseCache, is_retryable
-from kgrag.settings import EmbeddingSettings, LLMSettings
 from kgrag.testing.scripted_llm import FaultConfig, ScriptedLLMServer
 
 LIB = p.PromptLibrary()

@@ -17,13 +17,16 @@ from streams.codecs import ItemRetraction
 
 
 class DictTopo:
-    """Just what RowCache needs: ``table(name)`` with get/set/pop."""
+    """Just what RowCache needs: ``named(name)`` tables with get/set/pop."""
 
     def __init__(self) -> None:
         self.tables: dict[str, dict[str, Any]] = {}
 
-    def table(self, name: str) -> dict[str, Any]:
+    def named(self, name: str) -> dict[str, Any]:
         return self.tables.setdefault(name, {})
+
+    def table(self, name: str) -> dict[str, Any]:
+        return self.named(name)
 
 
 class _Event:

@@ -8,7 +8,7 @@ from datetime import date
 
 import pytest
 
-from kgrag.llm import LLMError
+from core.llm import LLMError
 from query.citations import cited_ids
 from query.dynamic import DynamicConfig
 from query.errors import AllMapCallsFailedError, QueryError

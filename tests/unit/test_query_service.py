@@ -21,11 +21,11 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
+from core.job_status import FailedItem, JobStatus, LastRun, write_status
+from core.settings import ApiSettings, Settings, load_settings
+from core.snapshot_store import SnapshotStore
 from graph.protocols import ChatResult
 from graph.snapshot_model import Snapshot, SnapshotMeta
-from kgrag.job_status import FailedItem, JobStatus, LastRun, write_status
-from kgrag.settings import ApiSettings, Settings, load_settings
-from kgrag.snapshot_store import SnapshotStore
 from query.citations import cited_ids
 from query.deps import QueryDeps
 from query.index import QueryIndex

@@ -152,7 +152,7 @@ class TestLeafContext:
     # bpe_openai uses importlib.resources.open_binary on import (its own deprecation)
     @pytest.mark.filterwarnings("ignore:open_binary is deprecated:DeprecationWarning")
     def test_real_tokenizer_budget(self) -> None:
-        from kgrag.tokenizer import get_encoding
+        from core.tokenizer import get_encoding
 
         enc = get_encoding("o200k_base")
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kgrag.errors import ConfigError
-from kgrag.settings import load_settings
+from core.errors import ConfigError
+from core.settings import load_settings
 
 
 def test_nested_environment_variables_override_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from graph.snapshot_model import Snapshot, SnapshotEntity, SnapshotMeta
-from kgrag.errors import ConfigError
-from kgrag.snapshot_store import (
+from core.errors import ConfigError
+from core.snapshot_store import (
     SnapshotCorruptError,
     SnapshotNotFoundError,
     SnapshotStore,
     SnapshotWatcher,
     StaleSnapshotError,
 )
+from graph.snapshot_model import Snapshot, SnapshotEntity, SnapshotMeta
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -305,7 +305,7 @@ _WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from kgrag.snapshot_store import SnapshotStore, StaleSnapshotError
+    from core.snapshot_store import SnapshotStore, StaleSnapshotError
     from tests.unit.test_snapshot_store import snap
 
     root, n = Path(sys.argv[1]), int(sys.argv[2])

@@ -14,7 +14,7 @@ def refuse(*a, **k):
 socket.socket.connect = refuse
 socket.create_connection = refuse
 socket.getaddrinfo = refuse
-from kgrag.tokenizer import get_encoding
+from core.tokenizer import get_encoding
 for name in ("o200k_base", "cl100k_base"):
     enc = get_encoding(name)
     ids = enc.encode("OPEC ministers met in Vienna.")

@@ -14,11 +14,11 @@ from pathlib import Path
 import orjson
 from aiokafka import AIOKafkaProducer
 
+from core.errors import KgragError
+from core.settings import Settings
 from graph.documents import document_to_obj, parse_document
 from graph.errors import InvalidDocumentError
 from graph.model import Document
-from kgrag.errors import KgragError
-from kgrag.settings import Settings
 
 
 @dataclass

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from kgrag.settings import Settings
+from core.settings import Settings
 
 # Every topic the worker group consumes (settings names), for "has the group caught up?".
 WORKER_TOPICS = (

@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kgrag.errors import ConfigError
+from core.errors import ConfigError
 
 if TYPE_CHECKING:
     import tiktoken

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from kgrag.job_status import JobStatus
+from core.job_status import JobStatus
 
 HealthStatus = Literal["ok", "degraded", "no_snapshot"]
 

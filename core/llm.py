@@ -34,9 +34,9 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
+from core.errors import KgragError
+from core.settings import EmbeddingSettings, LLMSettings
 from graph.protocols import ChatResult
-from kgrag.errors import KgragError
-from kgrag.settings import EmbeddingSettings, LLMSettings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

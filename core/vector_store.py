@@ -19,9 +19,9 @@ from weaviate.classes.data import DataObject
 from weaviate.classes.init import AdditionalConfig, Auth, Timeout
 from weaviate.classes.query import Filter, MetadataQuery
 
+from core.errors import KgragError
+from core.settings import Settings
 from graph.protocols import VectorHit
-from kgrag.errors import KgragError
-from kgrag.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from core.errors import ConfigError, KgragError
 from graph.protocols import SnapshotStore as SnapshotStoreProtocol
 from graph.snapshot_model import Snapshot
 from graph.snapshots import (
@@ -51,7 +52,6 @@ from graph.snapshots import (
     snapshot_from_tables,
     snapshot_to_tables,
 )
-from kgrag.errors import ConfigError, KgragError
 
 log = logging.getLogger(__name__)
 

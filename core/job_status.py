@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import orjson
 
-from kgrag.settings import Settings
+from core.settings import Settings
 
 HEARTBEAT_S = 5.0
 FAILED_ITEMS_SHOWN = 50
