@@ -5,6 +5,8 @@ COPY pyproject.toml README.md ./
 COPY kgrag kgrag
 COPY streams streams
 COPY agents agents
+COPY core core
+COPY offline offline
 COPY graph graph
 COPY query query
 COPY prompts prompts

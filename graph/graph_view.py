@@ -3,8 +3,9 @@
 Changes carry whole rows as they are after each write, so folding keeps the last row per key;
 changes for one key share a partition, so their order holds. The view also collects which
 text units back each entity and relationship (added unless the change is a retraction), the
-text units themselves and the documents. ``dirty_*`` record what changed since the job last
-took them, which is how a run knows what to re-summarise and re-fingerprint.
+text units themselves and the documents. What a run must re-summarise or re-report is not
+tracked here: a run compares the view's descriptions and evidence with the fingerprints of
+what it last wrote.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ class GraphView:
     documents: dict[str, dict[str, Any]] = field(default_factory=dict)
     entity_units: dict[str, set[str]] = field(default_factory=dict)
     relationship_units: dict[str, set[str]] = field(default_factory=dict)
-    dirty_entities: set[str] = field(default_factory=set)
-    dirty_relationships: set[str] = field(default_factory=set)
     changes_applied: int = 0
 
     def apply(self, change: GraphChange | dict[str, Any]) -> None:
@@ -51,7 +50,6 @@ class GraphView:
             change,
             self.entities,
             self.entity_units,
-            self.dirty_entities,
             change.entities,
             change.deleted_entities,
         )
@@ -59,7 +57,6 @@ class GraphView:
             change,
             self.relationships,
             self.relationship_units,
-            self.dirty_relationships,
             change.relationships,
             change.deleted_relationships,
         )
@@ -73,7 +70,6 @@ class GraphView:
         change: GraphChange,
         rows: dict[str, Any],
         units: dict[str, set[str]],
-        dirty: set[str],
         upserted: tuple[Any, ...],
         deleted: tuple[str, ...],
     ) -> None:
@@ -84,14 +80,6 @@ class GraphView:
                 backing.discard(change.chunk_id)
             else:
                 backing.add(change.chunk_id)
-            dirty.add(agg.key)
         for key in deleted:
             rows.pop(key, None)
             units.pop(key, None)
-            dirty.add(key)
-
-    def take_dirty(self) -> tuple[set[str], set[str]]:
-        """Entity and relationship keys changed since the last call; resets them."""
-        ents, rels = self.dirty_entities, self.dirty_relationships
-        self.dirty_entities, self.dirty_relationships = set(), set()
-        return ents, rels

@@ -20,11 +20,11 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from graph.hashing_embedding import tokens
 from graph.snapshot_model import SnapshotReport, SnapshotTextUnit
+from offline.embedding import tokens
 from query.basic_search import BasicSearchConfig, basic_context
 from query.citations import check_citations, format_citation
-from query.context import LocalContextConfig, local_context
+from query.context import LocalContextConfig
 from query.deps import QueryDeps
 from query.history import HistoryTurn
 from query.index import QueryIndex
@@ -109,13 +109,10 @@ async def offline_local(
     top_sentences: int = 3,
 ) -> QueryResult:
     started = time.perf_counter()
-    ctx = await local_context(
+    ctx = await deps.local_context(
         question,
-        index=index,
-        embedder=deps.embedder,
-        store=deps.store,
+        index,
         config=config or LocalContextConfig(),
-        count_tokens=deps.count_tokens,
         window=window,
         history=history,
     )
@@ -233,13 +230,10 @@ async def offline_questions(
 ) -> QuestionsResult:
     started = time.perf_counter()
     window = window or TimeWindow()
-    ctx = await local_context(
+    ctx = await deps.local_context(
         question,
-        index=index,
-        embedder=deps.embedder,
-        store=deps.store,
+        index,
         config=config or LocalContextConfig(),
-        count_tokens=deps.count_tokens,
         window=window,
     )
     questions = []

@@ -11,7 +11,7 @@ import pytest
 from core.publish import publish
 from core.settings import Settings
 from core.vector_store import WeaviateStore
-from graph.hashing_embedding import HashingEmbedder
+from offline.embedding import HashingEmbedder
 from query.basic import search_text_units
 from tests.conftest import make_settings
 from tests.integration.helpers import (

@@ -6,7 +6,7 @@ import pytest
 
 from graph.keys import entity_key
 from graph.model import Chunk, ChunkExtraction, content_id
-from graph.offline_extraction import MAX_DESCRIPTION_CHARS, extract_offline
+from offline.extraction import MAX_DESCRIPTION_CHARS, extract_offline
 
 
 def _chunk(text: str, doc_id: str = "reuters-test") -> Chunk:

@@ -9,15 +9,15 @@ from collections import Counter
 import orjson
 
 from graph.model import Community
-from graph.offline_report import format_citation, write_offline_report
 from graph.report_context import (
     ChildReport,
     ReportContext,
     ReportEntity,
     ReportGraph,
     ReportRelationship,
-    build_report_context,
 )
+from graph.report_context_builder import build_report_context
+from offline.report import format_citation, write_offline_report
 
 CITATION = re.compile(r"\[Data: ([^\]]+)\]")
 DATASET = re.compile(r"(\w+) \(([^)]*)\)")
@@ -151,8 +151,8 @@ class TestCitation:
 
 
 def test_a_parent_titled_after_its_children_carries_one_offline_mark() -> None:
-    from graph.offline_report import _title
     from graph.report_context import ChildReport, ReportContext
+    from offline.report import _title
 
     ctx = ReportContext(
         text="",

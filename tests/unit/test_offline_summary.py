@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from graph.offline_summary import distinct_sentences, split_sentences, summarize_descriptions
+from offline.summary import distinct_sentences, split_sentences, summarize_descriptions
 
 ACME = [
     "Acme Corp is a steel maker based in Cleveland. It employs 4,000 people.",

@@ -9,8 +9,8 @@ from datetime import date
 
 import pytest
 
-from graph.hashing_embedding import HashingEmbedder
 from graph.keys import entity_key
+from offline.embedding import HashingEmbedder
 from query.context import (
     LocalContextConfig,
     build_local_context,

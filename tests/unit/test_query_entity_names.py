@@ -4,7 +4,7 @@ their place ahead of the vector hits in local search."""
 
 from __future__ import annotations
 
-from graph.hashing_embedding import HashingEmbedder
+from offline.embedding import HashingEmbedder
 from query.context import LocalContextConfig, local_context
 from query.entity_names import NameIndex, named_entities
 from query.index import QueryIndex

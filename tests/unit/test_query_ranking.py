@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
-from graph.hashing_embedding import HashingEmbedder
 from graph.protocols import VectorHit
+from offline.embedding import HashingEmbedder
 from query.context import (
     LocalContextConfig,
     build_local_context,

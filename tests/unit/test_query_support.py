@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph.hashing_embedding import HashingEmbedder
 from graph.keys import entity_key
 from graph.protocols import ChatResult, VectorHit
 from graph.snapshot_model import (
@@ -26,6 +25,7 @@ from graph.snapshot_model import (
     SnapshotReport,
     SnapshotTextUnit,
 )
+from offline.embedding import HashingEmbedder
 from prompts import PromptLibrary
 from query.deps import QueryDeps
 from query.index import QueryIndex

@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from graph.offline_lexicon import DEMONYM_ENDINGS, PERSON_ROLE_WORDS
-from graph.offline_phrases import Candidate
-from graph.offline_text import Sentence
+from offline.lexicon import DEMONYM_ENDINGS, PERSON_ROLE_WORDS
+from offline.phrases import Candidate
+from offline.text import Sentence
 
 _SPEECH = frozenset(
     {"said", "says", "told", "added", "wrote", "argued", "warned", "noted", "explained"}

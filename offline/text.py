@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from graph.offline_lexicon import (
+from offline.lexicon import (
     ABBREVIATIONS,
     CORPORATE_SUFFIXES,
     FUNCTION_WORDS,
@@ -83,11 +83,6 @@ def split_dateline(text: str) -> tuple[tuple[str, ...], str]:
     parts += match.group("more").split(",")
     places = tuple(_title(p) for p in parts if p.strip())
     return places, text[match.end() :]
-
-
-def strip_dateline(text: str) -> str:
-    """The text without its leading dateline."""
-    return split_dateline(text)[1]
 
 
 def paragraphs(text: str) -> list[str]:

@@ -1,11 +1,11 @@
 """The offline embedder: feature hashing of words and word pairs, no model download.
 
 Each lower-cased word (and each adjacent pair, weighted lower), with sublinear term
-frequency, is hashed with BLAKE2b into
-one of ``dimensions`` buckets with a sign bit; the vector is L2-normalised, so cosine
-distance approximates weighted word overlap. It knows no synonyms — that is the price of
-needing no download — but it is deterministic across processes and machines, which makes
-Weaviate upserts idempotent and test results reproducible.
+frequency, is hashed with BLAKE2b into one of ``dimensions`` buckets with a sign bit; the
+vector is L2-normalised, so cosine distance approximates weighted word overlap. It knows no
+synonyms — that is the price of needing no download — but it is deterministic across
+processes and machines, which makes Weaviate upserts idempotent and test results
+reproducible. ``core.clients.build_embedder`` uses it when no embedding endpoint is set.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from graph.keys import entity_key
-from graph.offline_lexicon import (
+from offline.lexicon import (
     AND_NAMES,
     CORPORATE_SUFFIXES,
     DEMONYM_ENDINGS,
@@ -36,7 +36,7 @@ from graph.offline_lexicon import (
     STARTER_WORDS,
     TITLES,
 )
-from graph.offline_text import Sentence, Token
+from offline.text import Sentence, Token
 
 _ACRONYM = re.compile(r"[A-Z][A-Z0-9&]{1,6}|(?:[A-Z]\.){2,4}")
 _INITIAL = re.compile(r"[A-Z]\.?")

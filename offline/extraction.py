@@ -9,7 +9,7 @@ the same extraction, so redelivery and replays change nothing downstream.
 Chunk-level resolution happens here: a surname alone ("Baker said") becomes the full name the
 chunk gave earlier or later ("James A. Baker"), provided exactly one person has that surname;
 a word whose type its own letters do not show takes the type the chunk gave it elsewhere, else
-the type the words around its mentions vote for (``graph.offline_context``), and only then the
+the type the words around its mentions vote for (``offline.context``), and only then the
 fallback; a demonym of a place of the chunk ("Tarvonian") is a mention of that place; a
 capitalised word that only ever starts sentences, or that the chunk also uses in lower case,
 is ordinary English and dropped. A dateline's places are mentions of the first sentence.
@@ -26,15 +26,15 @@ from dataclasses import dataclass, replace
 
 from graph.keys import entity_key
 from graph.model import Chunk, ChunkExtraction, EntityMention, RelationshipMention
-from graph.offline_context import SPEAKER, context_type, demonym_of
-from graph.offline_lexicon import SOLO_STOP
-from graph.offline_phrases import (
+from offline.context import SPEAKER, context_type, demonym_of
+from offline.lexicon import SOLO_STOP
+from offline.phrases import (
     Candidate,
     caps_candidates,
     dateline_candidates,
     sentence_candidates,
 )
-from graph.offline_text import Sentence, paragraph_kind, paragraphs, sentences, split_dateline
+from offline.text import Sentence, paragraph_kind, paragraphs, sentences, split_dateline
 
 DEFAULT_ENTITY_TYPES: tuple[str, ...] = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_CHARS = 240
@@ -108,7 +108,7 @@ def _resolve(segments: list[_Segment], text: str) -> list[_Found]:
     """Give every candidate its final name and type, or drop it.
 
     Types come, in this order, from the phrase's own words anywhere in the chunk, from the
-    words around its mentions (see ``graph.offline_context``), and only then from the
+    words around its mentions (see ``offline.context``), and only then from the
     fallback; ordinary English words are dropped before the context is asked."""
     lower_words = set(_LOWER_WORD.findall(text))
     mid_sentence = {

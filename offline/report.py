@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from graph.model import Community
-from graph.offline_summary import distinct_sentences, summarize_descriptions, truncate
 from graph.report_context import (
     ChildReport,
     Hrid,
@@ -28,6 +27,7 @@ from graph.report_context import (
     ReportEntity,
     ReportRelationship,
 )
+from offline.summary import distinct_sentences, summarize_descriptions, truncate
 
 MODE = "offline"
 TITLE_MARK = " (offline)"
