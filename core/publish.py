@@ -1,15 +1,23 @@
-"""``kgrag publish``: send documents from JSONL files to the ``documents`` topic.
+"""Sending documents to the ``documents`` topic: ``kgrag publish`` and ``POST /v1/documents``.
 
-Each line is validated with the same rules the worker applies; a bad line is reported with
-its file, line number and reason, and the good ones are still sent (keyed by document id, so
-re-publishing an id lands on the same partition as its earlier version).
+``DocumentPublisher`` is the one way a document reaches the topic: an idempotent producer
+(``acks=all``) that sends a validated ``Document`` as the JSON the worker decodes, keyed by
+its id so re-publishing an id lands on the same partition as its earlier version. The CLI
+opens one per run and pipelines its sends; the HTTP API keeps one for its lifetime, started
+by the first document, so the service starts while Kafka is down.
+
+``publish`` reads JSONL files: each line is validated with the same rules the worker applies;
+a bad line is reported with its file, line number and reason, and the good ones are still
+sent.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaProducer
@@ -19,6 +27,54 @@ from core.settings import Settings
 from graph.documents import document_to_obj, parse_document
 from graph.errors import InvalidDocumentError
 from graph.model import Document
+
+
+class DocumentPublisher:
+    """One producer for the ``documents`` topic, started on first use and stopped by ``stop``.
+
+    ``linger_ms`` trades latency for batching: the CLI, which sends many documents at once,
+    waits a little to fill batches; the API sends each document as it comes.
+    """
+
+    def __init__(self, settings: Settings, *, linger_ms: int = 0) -> None:
+        self.topic = settings.topics.documents
+        self._settings = settings
+        self._linger_ms = linger_ms
+        self._producer: AIOKafkaProducer | None = None
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> AIOKafkaProducer:
+        """Connect, once; a failed start is not kept, so the next call tries again."""
+        if self._producer is not None:
+            return self._producer
+        async with self._lock:
+            if self._producer is None:
+                producer = AIOKafkaProducer(
+                    bootstrap_servers=self._settings.kafka.bootstrap_servers,
+                    acks="all",
+                    enable_idempotence=True,
+                    linger_ms=self._linger_ms,
+                    max_request_size=self._settings.kafka.max_message_bytes,
+                )
+                await producer.start()
+                self._producer = producer
+            return self._producer
+
+    async def send(self, doc: Document) -> asyncio.Future[Any]:
+        """Queue ``doc`` for sending; the returned future resolves once the broker has it."""
+        producer = await self.start()
+        payload = orjson.dumps(document_to_obj(doc))
+        return await producer.send(self.topic, payload, key=doc.id.encode())
+
+    async def publish(self, doc: Document) -> None:
+        """Send ``doc`` and wait until the broker has it."""
+        await (await self.send(doc))
+
+    async def stop(self) -> None:
+        async with self._lock:
+            if self._producer is not None:
+                producer, self._producer = self._producer, None
+                await producer.stop()
 
 
 @dataclass
@@ -73,15 +129,8 @@ async def publish(
 ) -> PublishSummary:
     files = input_files(target)
     summary = PublishSummary(files=len(files))
-    producer = AIOKafkaProducer(
-        bootstrap_servers=settings.kafka.bootstrap_servers,
-        acks="all",
-        enable_idempotence=True,
-        linger_ms=20,
-        max_request_size=settings.kafka.max_message_bytes,
-    )
-    await producer.start()
-    topic = settings.topic("documents")
+    publisher = DocumentPublisher(settings, linger_ms=20)
+    await publisher.start()
     try:
         pending = []
         for item in read_documents(
@@ -90,13 +139,12 @@ async def publish(
             if isinstance(item, BadLine):
                 summary.bad.append(item)
                 continue
-            payload = orjson.dumps(document_to_obj(item))
-            pending.append(await producer.send(topic, payload, key=item.id.encode()))
+            pending.append(await publisher.send(item))
             summary.sent += 1
             if on_progress:
                 on_progress(summary.sent, len(summary.bad))
         for fut in pending:
             await fut
     finally:
-        await producer.stop()
+        await publisher.stop()
     return summary

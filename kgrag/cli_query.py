@@ -1,7 +1,7 @@
 """``kgrag query local|global|basic``, ``kgrag trends``, ``kgrag watch``, ``kgrag api``.
 
 The query commands work directly on the snapshot store and Weaviate (no HTTP service needed)
-through the same ``query.service.run_query`` the API uses, so an answer on the command line
+through the same ``query.engine.run_query`` the API uses, so an answer on the command line
 and over HTTP is the same answer. Output is readable (the answer, then a table that resolves
 every citation to its record) or, with ``--json``, the API's JSON. Errors are one line.
 """
@@ -28,7 +28,7 @@ from query.index import QueryIndex
 from query.results import QueryResult
 
 if TYPE_CHECKING:
-    from query.service import Method
+    from query.engine import Method
 
 query_app = typer.Typer(help="Ask the index: local, global and basic search.", no_args_is_help=True)
 console = Console()
@@ -73,7 +73,8 @@ def load_index(settings: Settings) -> QueryIndex:
 async def _ask(
     settings: Settings, method: Method, question: str, opts: Any
 ) -> tuple[QueryResult, QueryIndex]:
-    from query.service import open_deps, run_query
+    from query.deps import open_deps
+    from query.engine import run_query
 
     index = await asyncio.to_thread(load_index, settings)
     async with open_deps(settings) as deps:
@@ -81,7 +82,8 @@ async def _ask(
 
 
 def _query(method: Method, question: str, as_json: bool, **options: Any) -> None:
-    from query.service import QueryOptions, result_view
+    from query.api.views import result_view
+    from query.engine import QueryOptions
 
     settings = get_settings()
     opts = QueryOptions(**options)
@@ -101,7 +103,7 @@ def _print_json(obj: Any) -> None:
 
 def print_answer(result: QueryResult, index: QueryIndex, out: Console | None = None) -> None:
     """The answer, a table resolving each citation, and what the answer cost."""
-    from query.service import references
+    from query.api.views import references
 
     out = out or console
     title = f"{result.method} search · snapshot {result.snapshot_version} · {result.mode}"
@@ -262,8 +264,7 @@ async def _watch(settings: Settings, start: str, kinds: frozenset[str] | None) -
         if first:
             first = False
             console.print(
-                f"[dim]watching {settings.topic('community_events')} from {start} "
-                "(Ctrl-C to stop)[/]"
+                f"[dim]watching {settings.topics.community_events} from {start} (Ctrl-C to stop)[/]"
             )
         for e in batch:
             if kinds is None or e.payload["kind"] in kinds:
@@ -301,7 +302,7 @@ def api_cmd(
     """Serve the HTTP API (OpenAPI docs at /docs)."""
     import uvicorn
 
-    from query.service import create_app
+    from query.api.app import create_app
 
     settings = get_settings()
     uvicorn.run(

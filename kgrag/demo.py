@@ -87,7 +87,7 @@ def _wait_for_snapshot(settings: Settings, documents: int, timeout: float) -> in
 
 async def _events(settings: Settings) -> list[dict[str, Any]]:
     consumer = AIOKafkaConsumer(
-        settings.topic("community_events"),
+        settings.topics.community_events,
         bootstrap_servers=settings.kafka.bootstrap_servers,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
@@ -138,8 +138,9 @@ def _show_events(console: Console, events: list[dict[str, Any]]) -> None:
 
 def _ask(console: Console, settings: Settings) -> None:
     from kgrag.cli_query import print_answer
+    from query.deps import open_deps
+    from query.engine import QueryOptions, run_query
     from query.index import QueryIndex
-    from query.service import QueryOptions, open_deps, run_query
 
     store = SnapshotStore(settings.snapshots_dir, keep=settings.community.keep_snapshots)
     index = QueryIndex.from_snapshot(store.load())
@@ -222,8 +223,9 @@ def run_demo(settings: Settings, path: Path, question: str, console: Console) ->
         if question:
             console.rule(f"basic search: {question}")
             from kgrag.cli_query import print_answer
+            from query.deps import open_deps
+            from query.engine import QueryOptions, run_query
             from query.index import QueryIndex
-            from query.service import QueryOptions, open_deps, run_query
 
             store = SnapshotStore(settings.snapshots_dir)
             index = QueryIndex.from_snapshot(store.load())

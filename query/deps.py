@@ -1,19 +1,41 @@
-"""The clients a query needs, built once at start-up and passed in (no module singletons).
+"""The clients a query needs: what they are (``QueryDeps``) and how they are built from
+settings (``open_deps``), once at start-up and passed in (no module singletons).
 
 ``llm`` is ``None`` in offline mode; the search functions that need a model refuse to run
-without one, and ``query.offline_answers`` answers instead.
+without one, and ``query.offline_answers`` answers instead. The HTTP service, the CLI and the
+demo all build their clients with ``open_deps``, so each answers with the same clients.
+
+The search modules import this module for ``QueryDeps`` and ``ask`` alone, so the Weaviate
+and OpenAI client libraries are imported only when ``open_deps`` builds the clients.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from graph.protocols import LLM, Embedder, VectorStore
+from core.settings import Settings
+from core.tokenizer import get_encoding
+from graph.protocols import LLM, Embedder, VectorHit, VectorStore
 from prompts import PromptLibrary
+from query.context import LocalContext, LocalContextConfig, local_context
 from query.errors import QueryError
+from query.history import HistoryTurn
+from query.index import QueryIndex
 from query.results import LLMUsage
 from query.tables import TokenCounter
+from query.time_window import TimeWindow
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from core.vector_store import WeaviateStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +50,28 @@ class QueryDeps:
         if self.llm is None:
             raise QueryError("no LLM is configured (offline mode): use query.offline_answers")
         return self.llm
+
+    async def local_context(
+        self,
+        question: str,
+        index: QueryIndex,
+        *,
+        config: LocalContextConfig | None = None,
+        window: TimeWindow | None = None,
+        history: Sequence[HistoryTurn] = (),
+    ) -> LocalContext:
+        """Local search's context for ``question`` through these clients
+        (``query.context.local_context``)."""
+        return await local_context(
+            question,
+            index=index,
+            embedder=self.embedder,
+            store=self.store,
+            config=config or LocalContextConfig(),
+            count_tokens=self.count_tokens,
+            window=window,
+            history=history,
+        )
 
 
 async def ask(
@@ -49,3 +93,73 @@ async def ask(
     result = await llm.chat(messages, json_mode=json_mode, max_tokens=max_tokens, purpose=purpose)
     usage.add(purpose, result)
     return result.text
+
+
+class LazyVectorStore:
+    """``VectorStore`` over Weaviate that connects on first use and again after a failed
+    connect, so the service starts (and answers /healthz) while Weaviate is still down."""
+
+    def __init__(self, store: WeaviateStore) -> None:
+        self._store = store
+        self._connected = False
+        self._lock = asyncio.Lock()
+
+    async def _ready(self) -> WeaviateStore:
+        if not self._connected:
+            async with self._lock:
+                if not self._connected:
+                    await self._store.connect()
+                    self._connected = True
+        return self._store
+
+    async def upsert(
+        self, kind: str, items: Sequence[tuple[str, list[float], dict[str, Any]]]
+    ) -> None:
+        await (await self._ready()).upsert(kind, items)
+
+    async def delete(self, kind: str, keys: Sequence[str]) -> None:
+        await (await self._ready()).delete(kind, keys)
+
+    async def search(
+        self, kind: str, vector: list[float], limit: int, filters: dict[str, Any] | None = None
+    ) -> list[VectorHit]:
+        return await (await self._ready()).search(kind, vector, limit, filters)
+
+    async def close(self) -> None:
+        if self._connected:
+            await self._store.close()
+
+
+def token_counter(encoding: str) -> TokenCounter:
+    enc = get_encoding(encoding)
+
+    def count(text: str) -> int:
+        return len(enc.encode(text, disallowed_special=()))
+
+    return count
+
+
+@asynccontextmanager
+async def open_deps(
+    settings: Settings, registry: CollectorRegistry | None = None
+) -> AsyncIterator[QueryDeps]:
+    """The clients a query needs, closed on exit; the model's counters go on ``registry``
+    (the HTTP service's metrics) when one is given."""
+    from core.clients import build_embedder, build_llm
+    from core.vector_store import VectorStoreError, WeaviateStore
+
+    store = LazyVectorStore(WeaviateStore(settings))
+    try:
+        try:
+            await store._ready()
+        except VectorStoreError as e:
+            log.warning("%s; will retry on the first query", e)
+        yield QueryDeps(
+            embedder=build_embedder(settings),
+            store=store,
+            prompts=PromptLibrary(settings.extraction.prompts_dir),
+            count_tokens=token_counter(settings.chunking.encoding),
+            llm=build_llm(settings, registry),
+        )
+    finally:
+        await store.close()

@@ -3,10 +3,9 @@
 Why: an entity's vector is built from its name and its descriptions, so its name is a small
 part of it; with the offline hashing embedder a question naming "Balladur" lands nearer to
 short, unrelated entities (hash collisions) than to "Edouard Balladur", whose vector is
-spread over three description sentences. Measured on 8,107 Reuters articles (bench/query.py):
-the entity a gold question named was among the ten selected for 26 of 100 person questions
-(58 of 98 organisation questions), and local search's precision@10 fell below basic search's.
-A name the user typed is the strongest evidence there is, so it is looked up directly.
+spread over three description sentences, so vector search alone often misses the entity a
+question names (bench/query.py measures how often). A name the user typed is the strongest
+evidence there is, so it is looked up directly.
 
 Phrases: the question is cut into phrases, maximal runs of words between punctuation and
 stop words (the question's frame, "what happened involving …", is stop words). When the

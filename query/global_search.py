@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.llm import LLMError
+from core.errors import LLMError
 from graph.snapshot_model import SnapshotReport
 from prompts import render_global_map_system, render_global_reduce_system
 from query.citations import CitationCheck, check_citations, cited_ids

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from prompts import render_local_search_system
 from query.citations import check_citations
-from query.context import LocalContext, LocalContextConfig, local_context
+from query.context import LocalContext, LocalContextConfig
 from query.deps import QueryDeps, ask
 from query.history import HistoryTurn
 from query.index import QueryIndex
@@ -37,13 +37,10 @@ async def local_search(
     started = time.perf_counter()
     llm = deps.require_llm()
     config = config or LocalContextConfig()
-    ctx = await local_context(
+    ctx = await deps.local_context(
         question,
-        index=index,
-        embedder=deps.embedder,
-        store=deps.store,
+        index,
         config=config,
-        count_tokens=deps.count_tokens,
         window=window,
         history=history,
     )

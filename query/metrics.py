@@ -27,9 +27,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from core import lag
 from core.job_status import JobStatus
 from core.lag import consumer_lag
 from core.settings import Settings
@@ -195,32 +195,13 @@ class LagProbe:
 EndOffsetsReader = Callable[[Settings, float], Awaitable[dict[int, int]]]
 
 
-async def graph_end_offsets(settings: Settings, timeout_s: float = 5.0) -> dict[int, int]:
-    """Partition -> end offset (the next offset to be written) of the ``graph_changes``
-    topic; empty when the topic does not exist yet (no worker has run in this namespace)."""
-    topic = settings.topic("graph_changes")
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka.bootstrap_servers,
-        enable_auto_commit=False,
-        request_timeout_ms=max(1, int(timeout_s * 1000)),
-    )
-    try:
-        await consumer.start()
-        if topic not in await consumer.topics():
-            return {}
-        parts = [TopicPartition(topic, p) for p in range(settings.kafka.partitions)]
-        ends: dict[TopicPartition, int] = await consumer.end_offsets(parts)
-    finally:
-        await consumer.stop()
-    return {tp.partition: offset for tp, offset in ends.items()}
-
-
 class PendingProbe:
     """End offsets of ``graph_changes``, cached for ``ttl_s``; a failure is cached as long.
 
     ``refresh()`` returns the offsets, or None when they could not be read (``error`` then
     says why). ``read`` replaces the Kafka reader (tests); by default ``graph_end_offsets``
-    is looked up when called, so patching the module attribute reaches every probe."""
+    is looked up when called (``core.lag.graph_end_offsets``), so patching the module attribute
+    reaches every probe."""
 
     def __init__(
         self, settings: Settings, ttl_s: float = 5.0, read: EndOffsetsReader | None = None
@@ -237,7 +218,7 @@ class PendingProbe:
         async with self._lock:
             if time.monotonic() - self._checked < self._ttl_s:
                 return self.last
-            read = self._read or graph_end_offsets
+            read = self._read or lag.graph_end_offsets
             try:
                 self.last = await asyncio.wait_for(read(self._settings, timeout_s), timeout_s + 1)
                 self.error = None

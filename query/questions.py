@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 
 from prompts import render_question_generation
-from query.context import LocalContextConfig, local_context
+from query.context import LocalContextConfig
 from query.deps import QueryDeps, ask
 from query.history import HistoryTurn, earlier_questions
 from query.index import QueryIndex
@@ -54,13 +54,10 @@ async def generate_questions(
 ) -> QuestionsResult:
     started = time.perf_counter()
     llm = deps.require_llm()
-    ctx = await local_context(
+    ctx = await deps.local_context(
         question,
-        index=index,
-        embedder=deps.embedder,
-        store=deps.store,
+        index,
         config=config or LocalContextConfig(),
-        count_tokens=deps.count_tokens,
         window=window,
     )
     prompt = render_question_generation(

@@ -37,9 +37,9 @@ from core.settings import LLMSettings, Settings
 from core.snapshot_store import SnapshotNotFoundError, SnapshotStore
 from graph.keys import entity_key
 from graph.snapshot_model import Snapshot
-from kgrag.testing.scripted_answers import parse_tables
+from kgrag.testing.scripted_contexts import parse_tables
 from kgrag.testing.scripted_llm import ScriptedLLMServer
-from query.service import create_app
+from query.api.app import create_app
 from streams.admin import delete_namespace_topics, ensure_topics
 from tests.conftest import make_settings
 from tests.integration.helpers import TunedWorker, topic_size, write_jsonl

@@ -39,9 +39,9 @@ from graph.snapshot_model import (
     SnapshotTextUnit,
 )
 from kgrag.testing.scripted_llm import ScriptedLLMServer
+from query.api.app import create_app
 from query.global_search import NO_DATA_ANSWER
 from query.index import QueryIndex
-from query.service import create_app
 from streams.admin import delete_namespace_topics, ensure_topics
 from tests.conftest import make_settings
 from tests.integration.helpers import produce_raw, read_topic

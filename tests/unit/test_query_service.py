@@ -26,11 +26,12 @@ from core.settings import ApiSettings, Settings, load_settings
 from core.snapshot_store import SnapshotStore
 from graph.protocols import ChatResult
 from graph.snapshot_model import Snapshot, SnapshotMeta
+from query.api.app import create_app
+from query.api.state import IndexHolder
 from query.citations import cited_ids
 from query.deps import QueryDeps
 from query.index import QueryIndex
 from query.offline_answers import OFFLINE_LABEL
-from query.service import IndexHolder, create_app
 from query.sse import answer_pieces
 from tests.unit.test_query_support import ScriptedLLM, deps, ent, entity_store, world
 
@@ -416,7 +417,7 @@ def end_offsets(monkeypatch: pytest.MonkeyPatch) -> dict[int, int]:
     async def fake(settings: Settings, timeout_s: float) -> dict[int, int]:
         return dict(ends)
 
-    monkeypatch.setattr("query.metrics.graph_end_offsets", fake)
+    monkeypatch.setattr("core.lag.graph_end_offsets", fake)
     return ends
 
 
@@ -522,7 +523,7 @@ class TestHealthCommunityJob:
             calls.append(timeout_s)
             return {0: 1}
 
-        monkeypatch.setattr("query.metrics.graph_end_offsets", counting)
+        monkeypatch.setattr("core.lag.graph_end_offsets", counting)
         store.write(aged(1, 5, {}))
         with client_for(tmp_path, store) as c:
             for _ in range(3):

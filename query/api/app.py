@@ -1,0 +1,80 @@
+"""``create_app``: the query service as one FastAPI app, composed from ``query.api``'s parts.
+
+The only module that knows every part: it builds the shared ``ServiceState``, opens the
+clients in the lifespan (once, closed on shutdown) and starts the snapshot refresher, installs
+the error envelope and the body limit, and mounts the routers, the API key guarding all but
+the probes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+
+from fastapi import Depends, FastAPI
+
+from core.publish import DocumentPublisher
+from core.settings import Settings
+from core.snapshot_store import SnapshotStore
+from query.api import routes_documents, routes_graph, routes_ops, routes_queries
+from query.api.errors import install_error_handlers
+from query.api.middleware import BodyLimit, api_key_guard
+from query.api.state import IndexHolder, ServiceState
+from query.deps import QueryDeps, open_deps
+from query.metrics import LagProbe, QueryMetrics
+
+
+def create_app(
+    settings: Settings,
+    *,
+    deps: QueryDeps | None = None,
+    snapshot_store: SnapshotStore | None = None,
+    refresh_interval_s: float = 1.0,
+    lag_ttl_s: float = 15.0,
+) -> FastAPI:
+    """The query service. ``deps`` replaces the clients the lifespan would build (tests);
+    ``snapshot_store`` the store under ``settings.snapshots_dir``; consumer lag is read from
+    Kafka at most every ``lag_ttl_s`` seconds."""
+    metrics = QueryMetrics()
+    store = snapshot_store or SnapshotStore(
+        settings.snapshots_dir, keep=settings.community.keep_snapshots
+    )
+    state = ServiceState(
+        settings,
+        IndexHolder(store, metrics),
+        metrics,
+        LagProbe(settings, metrics, lag_ttl_s),
+        DocumentPublisher(settings),
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            state.deps = deps or await stack.enter_async_context(
+                open_deps(settings, metrics.registry)
+            )
+            refresher = asyncio.create_task(state.holder.run(refresh_interval_s))
+            try:
+                yield
+            finally:
+                refresher.cancel()
+                await asyncio.gather(refresher, return_exceptions=True)
+                await state.close()
+
+    app = FastAPI(
+        title="kafka-graphrag query service",
+        version="0.1.0",
+        description="Local, global and basic GraphRAG search over the live graph, trends on "
+        "document time, the graph's entities and communities, and their lineage events.",
+        lifespan=lifespan,
+    )
+    app.state.service = state
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=settings.api.max_request_bytes)
+    guard = [Depends(api_key_guard(settings))]
+    app.include_router(routes_queries.routes(state), dependencies=guard)
+    app.include_router(routes_graph.routes(state), dependencies=guard)
+    app.include_router(routes_documents.routes(state), dependencies=guard)
+    app.include_router(routes_ops.routes(state))
+    return app

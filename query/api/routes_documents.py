@@ -1,0 +1,42 @@
+"""``POST /v1/documents``: publish one document for indexing, as ``kgrag publish`` would.
+
+The document is validated with the worker's rules (a bad one is a 422 naming the field) and
+sent through the service's ``core.publish.DocumentPublisher``, the same publisher the CLI
+uses, so both put the same message on the topic. 202: the worker indexes it later.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body
+
+from core.errors import ConfigError
+from graph.documents import document_from_obj
+from graph.errors import InvalidDocumentError
+from query.api.errors import ApiError
+from query.api.state import ServiceState
+
+
+def routes(state: ServiceState) -> APIRouter:
+    # Listed on the OpenAPI page with the graph routes: what feeds the graph beside what reads it.
+    router = APIRouter(prefix="/v1", tags=["graph"])
+
+    @router.post("/documents", status_code=202, summary="Publish one document for indexing")
+    async def post_document(payload: dict[str, Any] = Body(...)) -> Any:
+        try:
+            doc = document_from_obj(payload, max_chars=state.settings.chunking.max_document_chars)
+        except InvalidDocumentError as e:
+            raise ApiError(422, "invalid_document", str(e)) from e
+        topic = state.publisher.topic
+        try:
+            await state.ensure_topics()
+            await state.publisher.publish(doc)
+        except ConfigError as e:
+            raise ApiError(500, "misconfigured", str(e)) from e
+        except Exception as e:
+            raise ApiError(503, "kafka_unavailable", f"could not publish to {topic}: {e}") from e
+        state.metrics.documents_published.inc()
+        return {"id": doc.id, "topic": topic, "status": "accepted"}
+
+    return router

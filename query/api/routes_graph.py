@@ -1,0 +1,91 @@
+"""Browsing the graph: ``/v1/entities/{ident}``, ``/v1/communities`` (by emerging score in a
+document-time window), ``/v1/communities/{ident}`` and the live lineage events ``/v1/events``.
+
+Reads only: each route answers from the one index it read, through ``query.api.views``;
+``/v1/events`` streams the community-events topic as server-sent events.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+
+from query.api.errors import ApiError
+from query.api.state import ServiceState
+from query.api.views import (
+    CommunitySort,
+    community_view,
+    entity_view,
+    find_community,
+    find_entity,
+    list_communities,
+)
+from query.sse import HEADERS, MEDIA_TYPE, StartAt, community_events
+from query.time_window import parse_time_window
+
+
+def routes(state: ServiceState) -> APIRouter:
+    router = APIRouter(prefix="/v1", tags=["graph"])
+
+    @router.get("/entities/{ident}", summary="One entity by key or human-readable id")
+    async def get_entity(ident: str) -> Any:
+        index = await state.holder.require()
+        e = find_entity(index, ident)
+        if e is None:
+            raise ApiError(
+                404, "unknown_entity", f"no entity {ident!r} in snapshot {index.version}"
+            )
+        return entity_view(index, e)
+
+    @router.get("/communities", summary="Communities, by emerging score in a window")
+    async def get_communities(
+        level: int | None = Query(None, ge=0, le=20),
+        since: str | None = Query(None, description="ISO date or 'last N days'"),
+        until: str | None = None,
+        sort: CommunitySort = "emerging",
+        limit: int = Query(50, ge=1, le=1000),
+    ) -> Any:
+        index = await state.holder.require()
+
+        async def work() -> dict[str, Any]:
+            window = parse_time_window(since, until, newest=index.newest)
+            rows = list_communities(index, level=level, window=window, sort=sort, limit=limit)
+            return {
+                "communities": rows,
+                "window": window.as_dict(),
+                "snapshot_version": index.version,
+            }
+
+        return await state.timed("communities", work)
+
+    @router.get("/communities/{ident}", summary="One community and its report")
+    async def get_community(ident: str) -> Any:
+        index = await state.holder.require()
+        c = find_community(index, ident)
+        if c is None:
+            raise ApiError(
+                404, "unknown_community", f"no community {ident!r} in snapshot {index.version}"
+            )
+        return community_view(index, c)
+
+    @router.get(
+        "/events",
+        summary="Server-sent community lineage events",
+        response_class=StreamingResponse,
+    )
+    async def events(
+        start: StartAt = Query("latest", alias="from", description="latest or earliest"),
+        kind: list[str] | None = Query(None, description="Only these event kinds"),
+    ) -> StreamingResponse:
+        try:
+            await state.ensure_topics()
+        except Exception as e:
+            raise ApiError(503, "kafka_unavailable", f"Kafka is not reachable: {e}") from e
+        stream = community_events(
+            state.settings, start=start, kinds=frozenset(kind) if kind else None
+        )
+        return StreamingResponse(stream, media_type=MEDIA_TYPE, headers=HEADERS)
+
+    return router

@@ -1,0 +1,125 @@
+"""The probes: ``/healthz`` and ``/metrics``, open without an API key.
+
+Both say how current the served snapshot is against the graph changes waiting in Kafka, and
+how the community job is doing (its status file). Reachability is probed cheaply (a TCP
+connect to Kafka, Weaviate's ready endpoint) so a probe never waits on a client's retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+from core.health import assess, pending_changes
+from core.job_status import read_status
+from core.settings import Settings
+from query.api.state import ServiceState
+from query.api.views import snapshot_age_s, snapshot_info
+from query.index import QueryIndex
+from query.metrics import PendingProbe, QueryMetrics
+
+
+def routes(state: ServiceState) -> APIRouter:
+    router = APIRouter(tags=["operations"])
+    pending_probe = PendingProbe(state.settings)
+
+    @router.get(
+        "/healthz",
+        summary="Snapshot version and age, Kafka and Weaviate reachability, community job",
+        description="`status` is `ok`, `degraded` (with one sentence per problem in "
+        "`reasons`: Kafka or Weaviate unreachable, graph changes pending while the newest "
+        "version is older than `community.stale_after_s`, items the LLM refused) or "
+        "`no_snapshot`. `community_job` is the job's status file (null before it ever ran); "
+        "`pending_changes` the graph changes not yet in the served snapshot (null when "
+        "Kafka could not be read).",
+    )
+    async def healthz() -> Any:
+        kafka, weaviate, ends = await asyncio.gather(
+            kafka_reachable(state.settings),
+            weaviate_reachable(state.settings),
+            pending_probe.refresh(),
+        )
+        index = await state.holder.get()
+        job = read_status(state.settings)
+        pending = pending_in(index, ends)
+        unreachable = [
+            f"{name} is not reachable: {detail}"
+            for name, (ok, detail) in (("Kafka", kafka), ("Weaviate", weaviate))
+            if not ok
+        ]
+        health = assess(
+            snapshot_version=None if index is None else index.version,
+            snapshot_age_s=None if index is None else snapshot_age_s(index),
+            pending=pending,
+            stale_after_s=state.settings.community.stale_after_s,
+            job=job,
+            unreachable=unreachable,
+        )
+        return {
+            "status": health.status,
+            "reasons": list(health.reasons),
+            "snapshot": None if index is None else snapshot_info(index),
+            "kafka": {"reachable": kafka[0], "detail": kafka[1]},
+            "weaviate": {"reachable": weaviate[0], "detail": weaviate[1]},
+            "mode": "offline" if state.deps is None or state.deps.llm is None else "llm",
+            "pending_changes": pending,
+            "community_job": None if job is None else job.to_json(),
+        }
+
+    @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+    async def metrics() -> Response:
+        index = await state.holder.get()
+        _set_snapshot_gauges(state.metrics, index)
+        _, ends = await asyncio.gather(state.lag.refresh(), pending_probe.refresh())
+        state.metrics.set_community(read_status(state.settings), pending_in(index, ends))
+        return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    return router
+
+
+def pending_in(index: QueryIndex | None, ends: dict[int, int] | None) -> int | None:
+    """Graph changes beyond the served snapshot (None when the end offsets are unknown)."""
+    if ends is None:
+        return None
+    return pending_changes(ends, None if index is None else index.snapshot.meta.consumed_offsets)
+
+
+def _set_snapshot_gauges(metrics: QueryMetrics, index: QueryIndex | None) -> None:
+    if index is None:
+        metrics.snapshot_version.set(0)
+        return
+    metrics.snapshot_version.set(index.version)
+    metrics.snapshot_age.set(snapshot_age_s(index) or 0.0)
+    metrics.documents_indexed.set(len(index.snapshot.documents))
+    metrics.text_units_indexed.set(len(index.text_units))
+    metrics.entities_indexed.set(len(index.entities))
+
+
+async def kafka_reachable(settings: Settings, timeout_s: float = 2.0) -> tuple[bool, str]:
+    """Whether a TCP connection to a bootstrap server opens (cheap; no client state)."""
+    errors = []
+    for server in settings.kafka.bootstrap_servers.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout_s)
+        except (OSError, TimeoutError) as e:
+            errors.append(f"{server}: {e or type(e).__name__}")
+            continue
+        writer.close()
+        await writer.wait_closed()
+        return True, server
+    return False, "; ".join(errors)
+
+
+async def weaviate_reachable(settings: Settings, timeout_s: float = 2.0) -> tuple[bool, str]:
+    url = f"{settings.weaviate.url}/v1/.well-known/ready"
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s) as client:
+            response = await client.get(url)
+    except httpx.HTTPError as e:
+        return False, f"{url}: {e or type(e).__name__}"
+    return response.status_code == 200, f"{url}: HTTP {response.status_code}"

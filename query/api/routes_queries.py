@@ -1,0 +1,171 @@
+"""The question-answering endpoints: ``/v1/query/{local,global,basic}``, ``/v1/questions``
+and ``/v1/trends``, with their request bodies.
+
+Each route reads the served index once, checks the question against the service's limits and
+hands the work to ``query.engine``, so HTTP adds only validation, timing, error mapping and
+the views. ``stream: true`` answers as server-sent events (status, chunks, done) instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from query.api.errors import ApiError, error_body
+from query.api.state import ServiceState
+from query.api.views import result_view
+from query.engine import Method, QueryOptions, run_query, run_questions
+from query.index import QueryIndex
+from query.results import QueryResult, QuestionsResult
+from query.sse import HEADERS, MEDIA_TYPE, answer_pieces, sse_event
+from query.time_window import parse_time_window
+from query.trends import trends
+
+log = logging.getLogger(__name__)
+
+
+class Turn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["user", "assistant"] = "user"
+    content: str
+
+
+class QueryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: str = Field(min_length=1, description="The question")
+    since: str | None = Field(None, description="ISO date, or 'last N days' (document time)")
+    until: str | None = Field(None, description="ISO date (document time)")
+    history: list[Turn] = Field(default_factory=list, description="Earlier turns, oldest first")
+    stream: bool = Field(False, description="Answer as text/event-stream chunks")
+    response_type: str = Field("multiple paragraphs", max_length=200)
+
+    def options(self, **extra: Any) -> QueryOptions:
+        history = tuple({"role": t.role, "content": t.content} for t in self.history)
+        return QueryOptions(
+            since=self.since,
+            until=self.until,
+            history=history,
+            response_type=self.response_type,
+            **extra,
+        )
+
+
+class LocalQueryRequest(QueryRequest):
+    level: int = Field(2, ge=0, le=20, description="Level of the community reports shown")
+    top_k_entities: int = Field(10, ge=1, le=100)
+    max_context_tokens: int = Field(12_000, ge=200, le=500_000)
+
+
+class GlobalQueryRequest(QueryRequest):
+    level: int = Field(2, ge=0, le=20, description="Community level of the reports mapped")
+    dynamic: bool = Field(False, description="Dynamic community selection (ignores level)")
+    batch_max_tokens: int = Field(8_000, ge=50, le=500_000, description="Tokens per map call")
+
+
+class BasicQueryRequest(QueryRequest):
+    k: int = Field(10, ge=1, le=100, description="Text units in the context")
+    max_context_tokens: int = Field(12_000, ge=200, le=500_000)
+
+
+def _stream(
+    state: ServiceState, method: str, index: QueryIndex, work: Callable[[], Awaitable[QueryResult]]
+) -> StreamingResponse:
+    async def events() -> AsyncIterator[bytes]:
+        yield sse_event({"method": method, "snapshot_version": index.version}, event="status")
+        try:
+            result = await state.timed(method, work)
+        except ApiError as e:
+            yield sse_event(error_body(e.code, e.message), event="error")
+            return
+        except Exception:
+            log.exception("streamed %s query failed", method)
+            yield sse_event(error_body("internal", "internal error"), event="error")
+            return
+        state.metrics.record_result(result)
+        for piece in answer_pieces(result.answer):
+            yield sse_event({"text": piece}, event="chunk")
+        done = result_view(result, index)
+        done.pop("answer")
+        yield sse_event(done, event="done")
+
+    return StreamingResponse(events(), media_type=MEDIA_TYPE, headers=HEADERS)
+
+
+def routes(state: ServiceState) -> APIRouter:
+    router = APIRouter(prefix="/v1", tags=["query"])
+
+    async def answer(method: Method, req: QueryRequest, opts: QueryOptions) -> Any:
+        question = state.check_question(req.question)
+        index = await state.holder.require()
+        deps = state.require_deps()
+
+        async def work() -> QueryResult:
+            return await run_query(method, question, index, deps, opts)
+
+        if req.stream:
+            return _stream(state, method, index, work)
+        result = await state.timed(method, work)
+        state.metrics.record_result(result)
+        return result_view(result, index)
+
+    @router.post("/query/local", summary="Local search: the question's entities in context")
+    async def query_local(req: LocalQueryRequest) -> Any:
+        opts = req.options(
+            level=req.level,
+            top_k_entities=req.top_k_entities,
+            max_context_tokens=req.max_context_tokens,
+        )
+        return await answer("local", req, opts)
+
+    @router.post("/query/global", summary="Global search: map-reduce over community reports")
+    async def query_global(req: GlobalQueryRequest) -> Any:
+        opts = req.options(
+            level=req.level, dynamic=req.dynamic, batch_max_tokens=req.batch_max_tokens
+        )
+        return await answer("global", req, opts)
+
+    @router.post("/query/basic", summary="Basic search: the nearest text units")
+    async def query_basic(req: BasicQueryRequest) -> Any:
+        return await answer(
+            "basic", req, req.options(k=req.k, max_context_tokens=req.max_context_tokens)
+        )
+
+    @router.get("/questions", summary="Suggested next questions from a local context")
+    async def questions(
+        q: str = Query(..., min_length=1, description="The latest question"),
+        count: int = Query(5, ge=1, le=20),
+        since: str | None = None,
+        until: str | None = None,
+    ) -> Any:
+        question = state.check_question(q)
+        index = await state.holder.require()
+        deps = state.require_deps()
+        opts = QueryOptions(since=since, until=until)
+
+        async def work() -> QuestionsResult:
+            return await run_questions(question, index, deps, count=count, opts=opts)
+
+        result = await state.timed("questions", work)
+        return result.as_dict()
+
+    @router.get("/trends", summary="Emerging communities, new entities, mention timelines")
+    async def get_trends(
+        since: str | None = Query(None, description="ISO date or 'last N days'"),
+        until: str | None = None,
+        limit: int = Query(10, ge=1, le=200),
+        level: int | None = Query(None, ge=0, le=20),
+    ) -> Any:
+        index = await state.holder.require()
+
+        async def work() -> dict[str, Any]:
+            window = parse_time_window(since, until, newest=index.newest)
+            return trends(index, window, limit=limit, level=level).as_dict()
+
+        return await state.timed("trends", work)
+
+    return router

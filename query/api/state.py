@@ -1,0 +1,175 @@
+"""What the HTTP routes share across requests: the served index, the clients, the metrics,
+the document publisher (``ServiceState``), and the holder that swaps snapshots (``IndexHolder``).
+
+Snapshot swaps without restart or failed request: every request reads the holder's current
+``QueryIndex`` once and uses only that object to the end, so a swap never changes the data
+under a request. Each request also stats the snapshot pointer (one ``stat``); when it moved,
+a single background task loads the snapshot and builds its index in a worker thread
+(``asyncio.to_thread``) while requests keep being served from the previous index, then the
+reference is replaced. A background refresher does the same every ``refresh_interval_s``, so
+the index is usually warm before the first request after a publish. Only the very first
+snapshot is waited for; before it, query endpoints answer 503 and say what to do.
+
+Kafka is touched lazily (topics on the first request that needs them, the publisher on the
+first document), so the service starts and answers /healthz while Kafka is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from core.publish import DocumentPublisher
+from core.settings import Settings
+from core.snapshot_store import PointerStamp, SnapshotStore, SnapshotWatcher
+from query.api.errors import ApiError, api_error
+from query.deps import QueryDeps
+from query.index import QueryIndex
+from query.metrics import LagProbe, QueryMetrics
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+NO_SNAPSHOT = (
+    "the index is not built yet: no graph snapshot has been published. Run a worker "
+    "(`kgrag worker`), publish documents (`kgrag publish <file.jsonl>` or POST /v1/documents) "
+    "and wait for the community job to write the first snapshot"
+)
+
+_UNSEEN: PointerStamp = (-1, -1, -1)
+
+
+class IndexHolder:
+    """The ``QueryIndex`` in service, replaced (never mutated) when a newer snapshot appears."""
+
+    def __init__(self, store: SnapshotStore, metrics: QueryMetrics | None = None) -> None:
+        self.store = store
+        self._watcher = SnapshotWatcher(store)
+        self._metrics = metrics
+        self._index: QueryIndex | None = None
+        self._stamp: PointerStamp | None = _UNSEEN
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[QueryIndex | None] | None = None
+        self.swapped_at: float | None = None  # monotonic time of the last swap
+
+    @property
+    def index(self) -> QueryIndex | None:
+        return self._index
+
+    async def refresh(self) -> QueryIndex | None:
+        """Load the latest snapshot and build its index, off the event loop, if it is newer."""
+        async with self._lock:
+            self._stamp = self.store.pointer_stamp()
+            snapshot = await asyncio.to_thread(self._watcher.current)
+            held = self._index
+            if snapshot is None or (held is not None and snapshot.meta.version <= held.version):
+                return held
+            try:
+                index = await asyncio.to_thread(QueryIndex.from_snapshot, snapshot)
+            except Exception:
+                log.exception("snapshot %d could not be indexed", snapshot.meta.version)
+                return held
+            self._index, self.swapped_at = index, time.monotonic()
+            if self._metrics is not None:
+                self._metrics.snapshot_swaps.inc()
+            log.info("serving snapshot %d", index.version)
+            return index
+
+    def _refresh_in_background(self) -> asyncio.Task[QueryIndex | None]:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self.refresh(), name="snapshot-refresh")
+        return self._task
+
+    async def get(self) -> QueryIndex | None:
+        """The index to answer one request with: the current one, after starting a refresh
+        when the pointer moved; only the first snapshot is waited for."""
+        if self.store.pointer_stamp() != self._stamp:
+            self._refresh_in_background()
+        task = self._task
+        if self._index is None and task is not None and not task.done():
+            return await asyncio.shield(task)
+        return self._index
+
+    async def require(self) -> QueryIndex:
+        index = await self.get()
+        if index is None:
+            raise ApiError(503, "index_not_built", NO_SNAPSHOT)
+        return index
+
+    async def run(self, interval_s: float) -> None:
+        """Poll the pointer so the index is warm before the next request needs it."""
+        while True:
+            if self.store.pointer_stamp() != self._stamp:
+                await self._refresh_in_background()
+            await asyncio.sleep(interval_s)
+
+    async def stop(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+@dataclass
+class ServiceState:
+    settings: Settings
+    holder: IndexHolder
+    metrics: QueryMetrics
+    lag: LagProbe
+    publisher: DocumentPublisher
+    deps: QueryDeps | None = None  # set by the app's lifespan
+    topics_ready: bool = False
+    topics_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def require_deps(self) -> QueryDeps:
+        if self.deps is None:
+            raise ApiError(503, "starting", "the service is still starting; retry in a moment")
+        return self.deps
+
+    def check_question(self, question: str) -> str:
+        limit = self.settings.api.max_question_chars
+        if len(question) > limit:
+            raise ApiError(
+                413,
+                "question_too_long",
+                f"the question has {len(question)} characters; the limit is {limit} "
+                "(KGRAG_API__MAX_QUESTION_CHARS)",
+            )
+        if not question.strip():
+            raise ApiError(422, "invalid_query", "the question is empty")
+        return question
+
+    async def ensure_topics(self) -> None:
+        """Create the namespace's topics once, before the first read or write of one."""
+        if self.topics_ready:
+            return
+        async with self.topics_lock:
+            if not self.topics_ready:
+                from streams.admin import ensure_topics
+
+                await ensure_topics(self.settings)
+                self.topics_ready = True
+
+    async def timed(self, method: str, work: Callable[[], Awaitable[T]]) -> T:
+        """Run ``work``, observe its duration and outcome under ``method``, and raise the
+        errors the query layer means as their ``ApiError``."""
+        started = time.perf_counter()
+        outcome = "ok"
+        try:
+            return await work()
+        except Exception as e:
+            outcome = "error"
+            mapped = api_error(e)
+            if mapped is None or mapped is e:
+                raise
+            raise mapped from e
+        finally:
+            self.metrics.observe(method, time.perf_counter() - started, outcome)
+
+    async def close(self) -> None:
+        await self.holder.stop()
+        await self.publisher.stop()

@@ -1,0 +1,217 @@
+"""JSON views of answers and of the snapshot's records, as the API returns them.
+
+Pure functions of a ``QueryIndex``: no HTTP, no I/O. ``kgrag query --json`` prints the same
+views, so an answer reads the same on the command line and over HTTP. Every view names the
+snapshot version it was read from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from graph.keys import entity_key
+from graph.snapshot_model import SnapshotCommunity, SnapshotEntity
+from query.index import QueryIndex
+from query.results import QueryResult
+from query.time_window import TimeWindow
+from query.trends import effective_span, trending_communities
+
+CommunitySort = Literal["emerging", "size", "rank"]
+
+
+def references(
+    index: QueryIndex, citations: dict[str, list[int]]
+) -> dict[str, list[dict[str, Any]]]:
+    """The cited records, so a reader can follow each citation back to its source."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for dataset, ids in citations.items():
+        rows = [_reference(index, dataset, i) for i in ids]
+        out[dataset] = [r for r in rows if r is not None]
+    return out
+
+
+def _reference(index: QueryIndex, dataset: str, i: int) -> dict[str, Any] | None:
+    if dataset == "Entities" and (e := index.entity_by_hrid.get(i)):
+        return {"id": i, "key": e.id, "title": e.title, "type": e.type}
+    if dataset == "Relationships" and (r := index.relationship_by_hrid.get(i)):
+        return {"id": i, "source": r.source, "target": r.target, "description": r.description}
+    if dataset == "Claims" and (c := index.claim_by_hrid.get(i)):
+        return {"id": i, "subject": c.subject_id, "type": c.type, "description": c.description}
+    if dataset == "Reports" and (rep := index.reports.get(i)):
+        return {"id": i, "community_id": rep.id, "level": rep.level, "title": rep.title}
+    if dataset == "Sources" and (u := index.text_unit_by_hrid.get(i)):
+        return {
+            "id": i,
+            "chunk_id": u.id,
+            "document_id": u.document_id,
+            "title": u.title,
+            "published_at": u.published_at,
+        }
+    return None
+
+
+def result_view(result: QueryResult, index: QueryIndex) -> dict[str, Any]:
+    return {**result.as_dict(), "references": references(index, result.citations)}
+
+
+def find_entity(index: QueryIndex, ident: str) -> SnapshotEntity | None:
+    """By human-readable id (digits), entity key, or any spelling with that key."""
+    if ident.strip().isdigit():
+        return index.entity_by_hrid.get(int(ident))
+    return index.entities.get(ident) or index.entities.get(entity_key(ident))
+
+
+def entity_view(index: QueryIndex, e: SnapshotEntity, limit: int = 20) -> dict[str, Any]:
+    rels = sorted(index.relationships_by_entity.get(e.id, ()), key=lambda r: -r.combined_degree)
+    units = [index.text_units[u] for u in index.text_units_by_entity.get(e.id, ())[:limit]]
+    return {
+        "id": e.human_readable_id,
+        "key": e.id,
+        "title": e.title,
+        "type": e.type,
+        "description": e.description,
+        "frequency": e.frequency,
+        "degree": e.degree,
+        "document_count": e.document_count,
+        "first_seen": e.first_seen,
+        "last_seen": e.last_seen,
+        "communities": {
+            str(level): n for level, n in sorted(index.entity_communities.get(e.id, {}).items())
+        },
+        "relationships": [
+            {
+                "id": r.human_readable_id,
+                "source": r.source,
+                "target": r.target,
+                "description": r.description,
+                "weight": r.weight,
+            }
+            for r in rels[:limit]
+        ],
+        "claims": [
+            {
+                "id": c.human_readable_id,
+                "type": c.type,
+                "status": c.status,
+                "description": c.description,
+            }
+            for c in index.claims_by_entity.get(e.id, ())[:limit]
+        ],
+        "sources": [_reference(index, "Sources", u.human_readable_id) for u in units],
+        "timeline": [(d.isoformat(), n) for d, n in index.entity_daily.get(e.id, ())],
+        "snapshot_version": index.version,
+    }
+
+
+def find_community(index: QueryIndex, ident: str) -> SnapshotCommunity | None:
+    """By community number (digits) or stable id."""
+    if ident.strip().lstrip("-").isdigit():
+        return index.communities.get(int(ident))
+    return index.community_by_id.get(ident)
+
+
+def community_summary(index: QueryIndex, c: SnapshotCommunity, score: float) -> dict[str, Any]:
+    report = index.reports.get(c.community)
+    return {
+        "id": c.id,
+        "community": c.community,
+        "level": c.level,
+        "parent": c.parent,
+        "children": list(index.children(c.community)),
+        "title": report.title if report else c.title,
+        "size": c.size,
+        "rank": report.rank if report else None,
+        "emerging_score": score,
+        "summary": report.summary if report else "",
+    }
+
+
+def community_view(index: QueryIndex, c: SnapshotCommunity) -> dict[str, Any]:
+    report = index.reports.get(c.community)
+    members = [index.entities[k] for k in c.entity_ids if k in index.entities]
+    return {
+        **community_summary(index, c, c.emerging_score),
+        "report": None
+        if report is None
+        else {
+            "title": report.title,
+            "summary": report.summary,
+            "full_content": report.full_content,
+            "rating_explanation": report.rating_explanation,
+            "findings": list(report.findings),
+            "mode": report.mode,
+            "unreflected": report.unreflected,
+            "generated_in": report.generated_in,
+        },
+        "members": [
+            {"id": e.human_readable_id, "key": e.id, "title": e.title, "type": e.type}
+            for e in members
+        ],
+        "timeline": [(d.isoformat(), n) for d, n in index.community_daily.get(c.community, ())],
+        "snapshot_version": index.version,
+    }
+
+
+def list_communities(
+    index: QueryIndex,
+    *,
+    level: int | None,
+    window: TimeWindow,
+    sort: CommunitySort,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """With a window: the communities mentioned in it, scored on it (``query.trends``);
+    without: every community with the snapshot's own emerging score."""
+    if window.bounded:
+        since, until = effective_span(index, window, default_days=7)
+        ranked = trending_communities(
+            index, since, until, limit=len(index.communities), level=level
+        )
+        scores = {t.community: t.score for t in ranked}
+    else:
+        scores = {
+            c.community: c.emerging_score
+            for c in index.communities.values()
+            if level is None or c.level == level
+        }
+    rank = {n: r.rank for n, r in index.reports.items()}
+    keys: dict[str, Callable[[SnapshotCommunity], tuple[float, ...]]] = {
+        "emerging": lambda c: (-scores[c.community], -c.size, c.community),
+        "size": lambda c: (-c.size, -scores[c.community], c.community),
+        "rank": lambda c: (-rank.get(c.community, 0.0), -c.size, c.community),
+    }
+    chosen = sorted((index.communities[n] for n in scores), key=keys[sort])[:limit]
+    return [community_summary(index, c, scores[c.community]) for c in chosen]
+
+
+def snapshot_age_s(index: QueryIndex) -> float | None:
+    created = index.snapshot.meta.created_at
+    if not created:
+        return None
+    try:
+        at = datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    at = at if at.tzinfo else at.replace(tzinfo=UTC)
+    return max(0.0, (datetime.now(UTC) - at).total_seconds())
+
+
+def snapshot_info(index: QueryIndex) -> dict[str, Any]:
+    meta = index.snapshot.meta
+    return {
+        "version": meta.version,
+        "created_at": meta.created_at,
+        "age_s": snapshot_age_s(index),
+        "newest_document_time": meta.newest_document_time,
+        "mode": meta.mode,
+        "counts": {
+            "documents": len(index.snapshot.documents),
+            "text_units": len(index.text_units),
+            "entities": len(index.entities),
+            "relationships": len(index.relationships),
+            "communities": len(index.communities),
+            "reports": len(index.reports),
+        },
+    }
