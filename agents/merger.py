@@ -24,9 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from graph import merge_codec as mc
+from graph.aggregates import ClaimAggregate, EntityAggregate, RelationshipAggregate
 from graph.contributions import (
     ChunkManifest,
+    ClaimContribution,
+    EntityContribution,
+    RelationshipContribution,
     chunk_contributions,
     contribution_key,
     document_key,
@@ -51,6 +54,7 @@ from graph.merge import (
     release_entity,
     release_relationship,
 )
+from graph.merge_codec import from_dict, to_dict
 from graph.model import ChunkExtraction
 from streams.batching import as_current, deliver, finished_batches, write_rows
 from streams.codecs import (
@@ -124,13 +128,13 @@ def register_rekeyer(topo: Topology) -> None:
                 )
                 with as_current(event):
                     stored = manifests.get(chunk_id)
-                old = mc.chunk_manifest_from_dict(stored) if stored else None
+                old = from_dict(ChunkManifest, stored) if stored else None
                 if isinstance(item, ChunkExtraction):
                     manifest, sends = _additions(item)
                     if old is not None:
                         sends = _retractions(stale_keys(old, manifest)) + sends
                     change = text_unit_added(item)
-                    row: dict[str, Any] | None = mc.chunk_manifest_to_dict(manifest)
+                    row: dict[str, Any] | None = to_dict(manifest)
                 else:
                     sends = _retractions(old) if old is not None else []
                     change = text_unit_retracted(item.chunk_id, item.document_id)
@@ -163,11 +167,15 @@ class MergeKind:
     kind: ItemKind
     aggregate_table: str
     contribution_table: str
-    decode_aggregate: Callable[[Any], Any]
-    encode_aggregate: Callable[[Any], Any]
-    decode_contribution: Callable[[Any], Any]
-    encode_contribution: Callable[[Any], Any]
+    aggregate: type  # the aggregate record (stored through graph.merge_codec)
+    contribution: type  # the contribution record
     changed: Callable[..., GraphChange]
+
+    def decode_aggregate(self, row: Any) -> Any:
+        return from_dict(self.aggregate, row)
+
+    def decode_contribution(self, row: Any) -> Any:
+        return from_dict(self.contribution, row)
 
 
 KINDS = {
@@ -175,30 +183,24 @@ KINDS = {
         "entity",
         "entities",
         "entity_contributions",
-        mc.entity_aggregate_from_dict,
-        mc.entity_aggregate_to_dict,
-        mc.entity_contribution_from_dict,
-        mc.entity_contribution_to_dict,
+        EntityAggregate,
+        EntityContribution,
         entity_changed,
     ),
     "relationship": MergeKind(
         "relationship",
         "relationships",
         "relationship_contributions",
-        mc.relationship_aggregate_from_dict,
-        mc.relationship_aggregate_to_dict,
-        mc.relationship_contribution_from_dict,
-        mc.relationship_contribution_to_dict,
+        RelationshipAggregate,
+        RelationshipContribution,
         relationship_changed,
     ),
     "claim": MergeKind(
         "claim",
         "claims",
         "claim_contributions",
-        mc.claim_aggregate_from_dict,
-        mc.claim_aggregate_to_dict,
-        mc.claim_contribution_from_dict,
-        mc.claim_contribution_to_dict,
+        ClaimAggregate,
+        ClaimContribution,
         claims_changed,
     ),
 }
@@ -357,13 +359,13 @@ def _merge_one(
         event,
         spec.aggregate_table,
         key,
-        spec.encode_aggregate(after) if after is not None else {_TOMBSTONE: 1, "v": version},
+        to_dict(after) if after is not None else {_TOMBSTONE: 1, "v": version},
     )
     contribution = step.rows.contribution
     if contribution is not None:
-        crow: dict[str, Any] = {"c": spec.encode_contribution(contribution), "v": version}
+        crow: dict[str, Any] = {"c": to_dict(contribution), "v": version}
     else:  # released: keep what it was, so a redelivery can release it again if need be
-        crow = {"c": spec.encode_contribution(stored), "v": version, _TOMBSTONE: 1}
+        crow = {"c": to_dict(stored), "v": version, _TOMBSTONE: 1}
     cache.put(event, spec.contribution_table, ckey, crow)
     if spec.kind == "entity":
         n = step.rows.document_chunks

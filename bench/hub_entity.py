@@ -4,22 +4,26 @@ Applies 10,000 contributions (distinct chunks, 3,000 documents, two years of day
 hundred distinct descriptions) to one entity through the merger's own rule
 (``graph.merge.absorb_entity``), and reports, per block of 1,000 mentions, the mean time of
 one apply and the serialised size of the aggregate row. Writes bench/results/hub_entity.json.
+
+Usage: ``.venv/bin/python bench/hub_entity.py``
 """
 
 from __future__ import annotations
 
-import json
-import os
-import platform
+import argparse
+import sys
 import time
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from pathlib import Path
 
 import orjson
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.results_io import RESULTS, machine, now_zulu, write_result
 from graph.contributions import EntityContribution
 from graph.merge import EntityRows, absorb_entity
-from graph.merge_codec import entity_aggregate_to_dict
+from graph.merge_codec import to_dict
 
 MENTIONS = 10_000
 BLOCK = 1_000
@@ -39,6 +43,7 @@ def contribution(i: int) -> EntityContribution:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None).parse_args()
     rows = EntityRows()
     doc_chunks: dict[str, int] = {}
     blocks = []
@@ -53,7 +58,7 @@ def main() -> None:
             doc_chunks[c.document_id] = rows.document_chunks or 0
         per_apply_us = (time.perf_counter() - t0) / BLOCK * 1e6
         assert rows.aggregate is not None
-        size = len(orjson.dumps(entity_aggregate_to_dict(rows.aggregate)))
+        size = len(orjson.dumps(to_dict(rows.aggregate)))
         blocks.append(
             {"mentions": (block + 1) * BLOCK, "apply_us": round(per_apply_us, 1), "row_bytes": size}
         )
@@ -61,12 +66,8 @@ def main() -> None:
     assert rows.aggregate is not None
     agg = rows.aggregate
     result = {
-        "machine": {
-            "cores": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },
-        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "machine": machine("cores", "python", "platform"),
+        "date": now_zulu(),
         "mentions": agg.mention_count,
         "documents": agg.document_count,
         "blocks": blocks,
@@ -76,8 +77,8 @@ def main() -> None:
         "final_row_bytes": blocks[-1]["row_bytes"],
         "total_s": round(time.perf_counter() - started, 2),
     }
-    out = Path(__file__).parent / "results" / "hub_entity.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = RESULTS / "hub_entity.json"
+    write_result(out, result)
     print(f"wrote {out}")
 
 

@@ -10,20 +10,21 @@ is driven by the dataclasses' own type hints, so adding a field with a default t
   reader);
 - a required field that is missing, or a value of the wrong type, is a ``SnapshotFormatError``.
 
+That is ``graph.codec`` with ``absent="default"`` and no special types, so a row is written
+as orjson renders the dataclass.
+
 ``meta.json`` also records the row count of every table; a table whose row count differs (a
 truncated file) is rejected rather than silently loaded short.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import orjson
 
+from graph.codec import Codec, DecodeError
 from graph.errors import GraphError
 from graph.snapshot_model import (
     Snapshot,
@@ -52,6 +53,7 @@ TABLES: dict[str, type] = {
 }
 
 T = TypeVar("T")
+CODEC = Codec(absent="default")
 
 
 class SnapshotFormatError(GraphError):
@@ -83,7 +85,7 @@ def snapshot_to_tables(s: Snapshot) -> dict[str, bytes]:
         records = getattr(s, table)
         out[table_file(table)] = _encode_rows(table, records)
         rows[table] = len(records)
-    meta = {"format": FORMAT_VERSION, "rows": rows, "meta": s.meta}
+    meta = {"format": FORMAT_VERSION, "rows": rows, "meta": CODEC.encode(s.meta)}
     out[META_FILE] = _dumps(META_FILE, meta) + b"\n"
     return out
 
@@ -112,7 +114,7 @@ def _require(tables: Mapping[str, bytes], name: str) -> bytes:
 
 def _dumps(table: str, value: object) -> bytes:
     try:
-        return orjson.dumps(value)
+        return CODEC.dumps(value)
     except TypeError as err:
         raise SnapshotFormatError(table, f"cannot encode: {err}") from err
 
@@ -134,8 +136,8 @@ def _decode_meta(payload: bytes) -> tuple[SnapshotMeta, dict[str, int]]:
     if not isinstance(rows, dict):
         raise SnapshotFormatError("meta", "'rows' must be an object", line=1)
     try:
-        meta = _build(SnapshotMeta, doc["meta"])
-    except (TypeError, ValueError) as err:
+        meta = CODEC.decode(SnapshotMeta, doc["meta"])
+    except DecodeError as err:
         raise SnapshotFormatError("meta", str(err), line=1) from err
     return meta, rows
 
@@ -150,92 +152,7 @@ def _decode_rows(table: str, cls: type[T], payload: bytes) -> tuple[T, ...]:
         except orjson.JSONDecodeError as err:
             raise SnapshotFormatError(table, f"invalid JSON: {err}", line=number) from err
         try:
-            out.append(_build(cls, raw))
-        except (TypeError, ValueError) as err:
+            out.append(CODEC.decode(cls, raw))
+        except DecodeError as err:
             raise SnapshotFormatError(table, str(err), line=number) from err
     return tuple(out)
-
-
-def _build(cls: type[T], raw: object) -> T:
-    """Construct a dataclass from decoded JSON, converting each field by its type hint."""
-    if not isinstance(raw, dict):
-        raise TypeError(f"expected an object, got {type(raw).__name__}")
-    kwargs: dict[str, Any] = {}
-    for name, convert in _converters(cls):
-        if name in raw:
-            try:
-                kwargs[name] = convert(raw[name])
-            except (TypeError, ValueError) as err:
-                raise type(err)(f"field {name!r}: {err}") from err
-        # a missing field falls back to its default; the constructor names a required one
-    return cls(**kwargs)
-
-
-_Converters = tuple[tuple[str, Callable[[Any], Any]], ...]
-_CONVERTERS: dict[type, _Converters] = {}
-
-
-def _converters(cls: type) -> _Converters:
-    """Per-field converters of a dataclass, built once from its resolved type hints."""
-    found = _CONVERTERS.get(cls)
-    if found is None:
-        hints = typing.get_type_hints(cls)
-        found = tuple((f.name, _converter(hints[f.name])) for f in dataclasses.fields(cls))
-        _CONVERTERS[cls] = found
-    return found
-
-
-def _converter(hint: Any) -> Callable[[Any], Any]:
-    """A function turning a JSON value into a value of ``hint`` (checking its type)."""
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin is tuple:
-        return _tuple_converter(args)
-    if origin in (typing.Union, types.UnionType):
-        return _optional_converter(args)
-    if origin is dict or hint is dict:
-        return _expect(dict)
-    if hint is float:
-        return _to_float
-    if hint in (str, int, bool):
-        return _expect(hint)
-    raise TypeError(f"unsupported field type {hint!r}")
-
-
-def _tuple_converter(args: tuple[Any, ...]) -> Callable[[Any], Any]:
-    if len(args) == 2 and args[1] is Ellipsis:
-        item = _converter(args[0])
-        return lambda v: tuple(item(x) for x in _expect(list)(v))
-    items = tuple(_converter(a) for a in args)
-
-    def fixed(v: Any) -> tuple[Any, ...]:
-        values = _expect(list)(v)
-        if len(values) != len(items):
-            raise ValueError(f"expected {len(items)} items, got {len(values)}")
-        return tuple(c(x) for c, x in zip(items, values, strict=True))
-
-    return fixed
-
-
-def _optional_converter(args: tuple[Any, ...]) -> Callable[[Any], Any]:
-    inner = [a for a in args if a is not type(None)]
-    if len(inner) != 1:
-        raise TypeError(f"unsupported union {args!r}")
-    convert = _converter(inner[0])
-    return lambda v: None if v is None else convert(v)
-
-
-def _expect(kind: type) -> Callable[[Any], Any]:
-    def check(v: Any) -> Any:
-        # bool is an int in Python; a JSON true in an int column is still corruption
-        if not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
-            raise TypeError(f"expected {kind.__name__}, got {type(v).__name__}")
-        return v
-
-    return check
-
-
-def _to_float(v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        raise TypeError(f"expected a number, got {type(v).__name__}")
-    return float(v)

@@ -11,11 +11,16 @@ retraction withdraws what one chunk contributed (a corrected document).
   ``{"op": "add", "contribution"}`` or ``{"op": "retract", "key", "chunk_id", "document_id"}``
 - ``graph-changes`` (key: row key, chunk id or document id): ``{"kind": "change", "change"}``
   or ``{"kind": "document", "document"}``
+
+The bodies are ``graph.merge_codec``'s forms, derived from the dataclasses' type hints; only
+the envelopes are written here. An extraction keeps its compact form: each mention is the
+list of its field values without the trailing ``chunk_id``, which is the chunk's own. A body
+that does not decode raises ``RecordDecodeError``, reported as ``PayloadError``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 import orjson
@@ -24,18 +29,7 @@ from graph.contributions import ClaimContribution, EntityContribution, Relations
 from graph.documents import document_to_obj
 from graph.errors import GraphError
 from graph.graph_changes import GraphChange
-from graph.merge_codec import (
-    chunk_from_dict,
-    chunk_to_dict,
-    claim_contribution_from_dict,
-    claim_contribution_to_dict,
-    entity_contribution_from_dict,
-    entity_contribution_to_dict,
-    graph_change_from_dict,
-    graph_change_to_dict,
-    relationship_contribution_from_dict,
-    relationship_contribution_to_dict,
-)
+from graph.merge_codec import from_dict, to_dict
 from graph.model import (
     Chunk,
     ChunkExtraction,
@@ -73,7 +67,7 @@ class Retraction:
 
 
 def encode_chunk_add(chunk: Chunk) -> bytes:
-    return orjson.dumps({"op": "add", "chunk": chunk_to_dict(chunk)})
+    return orjson.dumps({"op": "add", "chunk": to_dict(chunk)})
 
 
 def encode_retraction(chunk_id: str, document_id: str) -> bytes:
@@ -85,7 +79,7 @@ def decode_chunk_event(raw: bytes) -> Chunk | Retraction:
     try:
         if obj.get("op") == "retract":
             return Retraction(str(obj["chunk_id"]), str(obj["document_id"]))
-        return chunk_from_dict(obj["chunk"])
+        return from_dict(Chunk, obj["chunk"])
     except (KeyError, GraphError) as e:
         raise PayloadError(f"bad chunk event: {e}") from e
 
@@ -93,45 +87,31 @@ def decode_chunk_event(raw: bytes) -> Chunk | Retraction:
 # ---- extractions ----------------------------------------------------------------------
 
 
+# A mention is stored as the list of its fields but the last, ``chunk_id``: the chunk's own id.
+_MENTIONS = {
+    "entities": EntityMention,
+    "relationships": RelationshipMention,
+    "claims": ClaimMention,
+}
+
+
 def extraction_to_dict(x: ChunkExtraction) -> dict[str, Any]:
-    return {
-        "chunk": chunk_to_dict(x.chunk),
-        "entities": [[e.name, e.type, e.description] for e in x.entities],
-        "relationships": [[r.source, r.target, r.description, r.strength] for r in x.relationships],
-        "claims": [
-            [
-                c.subject,
-                c.object,
-                c.claim_type,
-                c.status,
-                c.start_date,
-                c.end_date,
-                c.description,
-                c.source_text,
-            ]
-            for c in x.claims
-        ],
-        "mode": x.mode,
-        "dropped": x.dropped_records,
-    }
+    mentions = {k: [list(to_dict(m).values())[:-1] for m in getattr(x, k)] for k in _MENTIONS}
+    return {"chunk": to_dict(x.chunk), **mentions, "mode": x.mode, "dropped": x.dropped_records}
+
+
+def _mention(cls: type, row: object, chunk_id: object) -> dict[str, Any]:
+    names = [f.name for f in fields(cls)]
+    if not isinstance(row, list) or len(row) != len(names) - 1:
+        raise ValueError(f"a {cls.__name__} must be a list of {len(names) - 1} values")
+    return dict(zip(names, [*row, chunk_id], strict=True))
 
 
 def extraction_from_dict(d: dict[str, Any]) -> ChunkExtraction:
-    chunk = chunk_from_dict(d["chunk"])
-    cid = chunk.id
-    return ChunkExtraction(
-        chunk=chunk,
-        entities=tuple(EntityMention(n, t, desc, cid) for n, t, desc in d["entities"]),
-        relationships=tuple(
-            RelationshipMention(s, t, desc, float(w), cid) for s, t, desc, w in d["relationships"]
-        ),
-        claims=tuple(
-            ClaimMention(s, o, ct, st, sd, ed, desc, src, cid)
-            for s, o, ct, st, sd, ed, desc, src in d["claims"]
-        ),
-        mode=d.get("mode", "offline"),
-        dropped_records=int(d.get("dropped", 0)),
-    )
+    chunk_id = d["chunk"]["id"]
+    mentions = {k: [_mention(c, row, chunk_id) for row in d[k]] for k, c in _MENTIONS.items()}
+    body = {"chunk": d["chunk"], **mentions, "mode": d.get("mode", "offline")}
+    return from_dict(ChunkExtraction, {**body, "dropped_records": d.get("dropped", 0)})
 
 
 def encode_extraction(x: ChunkExtraction) -> bytes:
@@ -151,6 +131,11 @@ def decode_extraction_event(raw: bytes) -> ChunkExtraction | Retraction:
 # ---- merge items ----------------------------------------------------------------------
 
 Contribution = EntityContribution | RelationshipContribution | ClaimContribution
+_CONTRIBUTIONS: dict[str, type[Contribution]] = {
+    "entity": EntityContribution,
+    "relationship": RelationshipContribution,
+    "claim": ClaimContribution,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,13 +146,7 @@ class ItemRetraction:
 
 
 def encode_item(c: Contribution) -> bytes:
-    if isinstance(c, EntityContribution):
-        body = entity_contribution_to_dict(c)
-    elif isinstance(c, RelationshipContribution):
-        body = relationship_contribution_to_dict(c)
-    else:
-        body = claim_contribution_to_dict(c)
-    return orjson.dumps({"op": "add", "contribution": body})
+    return orjson.dumps({"op": "add", "contribution": to_dict(c)})
 
 
 def encode_item_retraction(key: str, chunk_id: str, document_id: str) -> bytes:
@@ -181,12 +160,7 @@ def decode_item(raw: bytes, kind: ItemKind) -> Contribution | ItemRetraction:
     try:
         if obj.get("op") == "retract":
             return ItemRetraction(str(obj["key"]), str(obj["chunk_id"]), str(obj["document_id"]))
-        body = obj["contribution"]
-        if kind == "entity":
-            return entity_contribution_from_dict(body)
-        if kind == "relationship":
-            return relationship_contribution_from_dict(body)
-        return claim_contribution_from_dict(body)
+        return from_dict(_CONTRIBUTIONS[kind], obj["contribution"])
     except (KeyError, GraphError) as e:
         raise PayloadError(f"bad {kind} item: {e}") from e
 
@@ -195,7 +169,7 @@ def decode_item(raw: bytes, kind: ItemKind) -> Contribution | ItemRetraction:
 
 
 def encode_change(change: GraphChange) -> bytes:
-    return orjson.dumps({"kind": "change", "change": graph_change_to_dict(change)})
+    return orjson.dumps({"kind": "change", "change": to_dict(change)})
 
 
 def encode_document(doc: Document) -> bytes:
@@ -211,6 +185,6 @@ def decode_graph_change(raw: bytes) -> GraphChange | dict[str, Any]:
             if not isinstance(doc, dict):
                 raise PayloadError("document must be an object")
             return doc
-        return graph_change_from_dict(obj["change"])
+        return from_dict(GraphChange, obj["change"])
     except (KeyError, GraphError) as e:
         raise PayloadError(f"bad graph change: {e}") from e

@@ -70,24 +70,7 @@ from graph.merge import (
     release_entity,
     release_relationship,
 )
-from graph.merge_codec import (
-    chunk_manifest_from_dict,
-    chunk_manifest_to_dict,
-    claim_aggregate_from_dict,
-    claim_aggregate_to_dict,
-    claim_contribution_from_dict,
-    claim_contribution_to_dict,
-    entity_aggregate_from_dict,
-    entity_aggregate_to_dict,
-    entity_contribution_from_dict,
-    entity_contribution_to_dict,
-    graph_change_from_dict,
-    graph_change_to_dict,
-    relationship_aggregate_from_dict,
-    relationship_aggregate_to_dict,
-    relationship_contribution_from_dict,
-    relationship_contribution_to_dict,
-)
+from graph.merge_codec import from_dict, to_dict
 from graph.merge_errors import InvalidContributionError, RecordDecodeError, RetractionError
 from graph.model import (
     Chunk,
@@ -726,7 +709,7 @@ class TestBounds:
             )
             agg = apply_entity(agg, c, max_descriptions=CAP, opens_document=i < 3000)
         assert agg is not None
-        size = len(orjson.dumps(entity_aggregate_to_dict(agg)))
+        size = len(orjson.dumps(to_dict(agg)))
         assert agg.mention_count == 10_000 and agg.document_count == 3000
         assert len(agg.days.days) == MAX_DAYS and agg.days.older > 0
         assert agg.descriptions.total == 10_000
@@ -774,26 +757,22 @@ def _samples() -> dict[str, Any]:
     }
 
 
-CODECS = [
-    ("entity_contribution", entity_contribution_to_dict, entity_contribution_from_dict),
-    (
-        "relationship_contribution",
-        relationship_contribution_to_dict,
-        relationship_contribution_from_dict,
-    ),
-    ("claim_contribution", claim_contribution_to_dict, claim_contribution_from_dict),
-    ("manifest", chunk_manifest_to_dict, chunk_manifest_from_dict),
-    ("entity", entity_aggregate_to_dict, entity_aggregate_from_dict),
-    ("relationship", relationship_aggregate_to_dict, relationship_aggregate_from_dict),
-    ("claims", claim_aggregate_to_dict, claim_aggregate_from_dict),
+CODECS = [  # (sample, record type)
+    ("entity_contribution", EntityContribution),
+    ("relationship_contribution", RelationshipContribution),
+    ("claim_contribution", ClaimContribution),
+    ("manifest", ChunkManifest),
+    ("entity", EntityAggregate),
+    ("relationship", RelationshipAggregate),
+    ("claims", ClaimAggregate),
 ]
 
 
 class TestGraphChangesAndCodec:
-    @pytest.mark.parametrize(("name", "encode", "decode"), CODECS, ids=[c[0] for c in CODECS])
-    def test_round_trip_through_orjson(self, name: str, encode: Any, decode: Any) -> None:
+    @pytest.mark.parametrize(("name", "cls"), CODECS, ids=[c[0] for c in CODECS])
+    def test_round_trip_through_orjson(self, name: str, cls: type) -> None:
         record = _samples()[name]
-        back = decode(orjson.loads(orjson.dumps(encode(record))))
+        back = from_dict(cls, orjson.loads(orjson.dumps(to_dict(record))))
         assert back == record
         assert getattr(back, "version", 0) == getattr(record, "version", 0)
 
@@ -801,14 +780,14 @@ class TestGraphChangesAndCodec:
         changes = _samples()["changes"]
         assert any(c.text_unit is not None for c in changes)
         for c in changes:
-            assert graph_change_from_dict(orjson.loads(orjson.dumps(graph_change_to_dict(c)))) == c
+            assert from_dict(GraphChange, orjson.loads(orjson.dumps(to_dict(c)))) == c
 
     def test_day_window_beyond_cap_round_trips(self) -> None:
         agg = None
         for i in range(MAX_DAYS + 5):
             agg = apply_entity(agg, ec(i, day=i * 3), max_descriptions=CAP, opens_document=i == 0)
         assert agg is not None and agg.days.older == 5
-        assert entity_aggregate_from_dict(entity_aggregate_to_dict(agg)) == agg
+        assert from_dict(EntityAggregate, to_dict(agg)) == agg
 
     @pytest.mark.parametrize(
         "mutate",
@@ -822,19 +801,19 @@ class TestGraphChangesAndCodec:
         ],
     )
     def test_corrupt_rows_raise_a_decode_error(self, mutate: Any) -> None:
-        data = entity_aggregate_to_dict(_samples()["entity"])
+        data = to_dict(_samples()["entity"])
         mutate(data)
         with pytest.raises(RecordDecodeError) as info:
-            entity_aggregate_from_dict(data)
+            from_dict(EntityAggregate, data)
         assert info.value.kind == "EntityAggregate"
 
     def test_non_object_and_bad_enum_are_refused(self) -> None:
         with pytest.raises(RecordDecodeError):
-            graph_change_from_dict([1, 2])
-        bad = graph_change_to_dict(text_unit_retracted("c", "d"))
+            from_dict(GraphChange, [1, 2])
+        bad = to_dict(text_unit_retracted("c", "d"))
         bad["mode"] = "magic"
         with pytest.raises(RecordDecodeError):
-            graph_change_from_dict(bad)
+            from_dict(GraphChange, bad)
 
     def test_change_builders_mark_deletions(self) -> None:
         agg = apply_entity(None, ec(1), max_descriptions=CAP, opens_document=True)

@@ -10,8 +10,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from agents.merger import KINDS, RowCache, _merge_one
+from graph.aggregates import EntityAggregate, RelationshipAggregate
 from graph.contributions import chunk_contributions
-from graph.merge_codec import entity_aggregate_from_dict, relationship_aggregate_from_dict
+from graph.merge_codec import from_dict
 from graph.model import Chunk, ChunkExtraction, EntityMention, RelationshipMention
 from streams.codecs import ItemRetraction
 
@@ -69,8 +70,8 @@ def _run(topo: DictTopo, items: list[tuple[str, Any]], lose: frozenset[str] = fr
 
 
 def _counts(topo: DictTopo) -> tuple[int, int, int]:
-    acme = entity_aggregate_from_dict(topo.table("entities")["acme"])
-    rel = relationship_aggregate_from_dict(topo.table("relationships")["acme\u241ebolt"])
+    acme = from_dict(EntityAggregate, topo.table("entities")["acme"])
+    rel = from_dict(RelationshipAggregate, topo.table("relationships")["acme\u241ebolt"])
     return acme.mention_count, acme.document_count, int(rel.weight)
 
 
@@ -150,4 +151,4 @@ def test_versions_survive_deletion_so_a_late_retraction_cannot_hit_a_recreated_k
     _run(topo, _items(2)[3:])  # chunk-1 names acme again
     _run(topo, _retractions([0]))  # a redelivery of the old retraction
     assert _counts(topo) == (1, 1, 1)
-    assert entity_aggregate_from_dict(topo.table("entities")["acme"]).version == 3
+    assert from_dict(EntityAggregate, topo.table("entities")["acme"]).version == 3
