@@ -11,7 +11,8 @@ It serves ``POST /v1/chat/completions`` and ``POST /v1/embeddings`` in OpenAI's 
 - **Strictness.** 400 with an OpenAI error body when an extraction prompt lacks its entity
   types, the three delimiters, a worked example or the chunk text, or when a gleaning turn is
   not preceded by the earlier answer as an assistant message.
-- **Answers are derived from the input** (the ``answer_*`` functions below):
+- **Answers are derived from the input** (``kgrag.testing.scripted_answers`` dispatches to
+  the ``answer_*`` functions of ``scripted_extraction`` and ``scripted_contexts``):
   capitalised phrases become typed entities, entities of one sentence are related, the
   first extraction holds back a quarter of the entities for gleaning, the YES/NO loop says
   YES while some are still missing, reports and answers cite only ids present in their input,
@@ -47,17 +48,8 @@ from typing import Any
 
 from aiohttp import web
 
-from kgrag.testing.scripted_answers import (
-    KINDS,
-    RequestRejected,
-    answer,
-    classify,
-    content_text,
-    embed_text,
-    malform,
-    n_tokens,
-    truncate,
-)
+from kgrag.testing.scripted_answers import KINDS, answer, classify, embed_text, malform, truncate
+from kgrag.testing.scripted_text import RequestRejected, content_text, n_tokens
 
 # ==== fault configuration and call records ====================================================
 

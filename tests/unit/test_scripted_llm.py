@@ -22,13 +22,14 @@ from graph.report_context import (
     ChildReport,
     ReportClaim,
     ReportContext,
-    ReportContextBuilder,
     ReportEntity,
     ReportGraph,
     ReportRelationship,
 )
-from kgrag.testing.scripted_answers import KINDS, RequestRejected, answer, classify
+from graph.report_context_builder import ReportContextBuilder
+from kgrag.testing.scripted_answers import KINDS, answer, classify
 from kgrag.testing.scripted_llm import FaultConfig, ScriptedLLMServer
+from kgrag.testing.scripted_text import RequestRejected
 
 LIB = p.PromptLibrary()
 TYPES = ["organization", "person", "geo", "event"]

@@ -1,0 +1,295 @@
+"""Context answers of the scripted test model: GraphRAG's context tables (:func:`parse_tables`,
+:class:`Row`), citations, community reports (one, or a batch of community blocks), global map
+and reduce, local and basic search answers, report ratings and question generation.
+
+Pure functions (no I/O) used by the dispatch in ``kgrag.testing.scripted_answers``. Reports and
+answers cite only ids present in their input; map scores follow the word overlap with the
+question (0 when none). A report prompt without its data raises :class:`RequestRejected`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from kgrag.testing.scripted_text import RequestRejected, clip, last_labelled, words
+
+_TABLES = (
+    ("entit", "Entities"),
+    ("relation", "Relationships"),
+    ("claim", "Claims"),
+    ("covariate", "Claims"),
+    ("report", "Reports"),
+    ("source", "Sources"),
+    ("text unit", "Sources"),
+)
+
+
+@dataclass
+class Row:
+    id: str
+    fields: list[str]
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.fields)
+
+
+def _cells(line: str, sep: str) -> list[str]:
+    """The cells of one line: ``,`` rows are CSV (quoted cells may hold commas), ``|`` rows
+    are split as they are (query contexts remove ``|`` from cells)."""
+    if sep == ",":
+        return [c.strip() for c in next(csv.reader([line]), [])]
+    return [c.strip() for c in line.split(sep)]
+
+
+def parse_tables(text: str) -> dict[str, list[Row]]:
+    """Tables in GraphRAG's context form: a heading line naming the table (``-----Entities-----``,
+    ``Entities``), a header row starting with ``id``, then rows whose first field is the record
+    id. The header row fixes the table's separator (``|`` in query contexts, CSV in report
+    contexts); rows of a table without one are split by ``|`` when they hold one, else as CSV.
+    """
+    tables: dict[str, list[Row]] = defaultdict(list)
+    current: str | None = None
+    sep: str | None = None  # the current table's separator, from its header row
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith(("---", "===", "#")) or not ("|" in line or "," in line):
+            low = line.lower()
+            named = next((name for key, name in _TABLES if key in low), None)
+            if named is not None:
+                current, sep = named, None
+            continue
+        cells = _cells(line, sep or ("|" if "|" in line else ","))
+        if not cells:
+            continue
+        if cells[0].lower() in {"id", "human_readable_id", "short_id"}:
+            sep = "|" if "|" in line else ","
+            continue
+        if current is not None and re.fullmatch(r"[\w.:-]{1,80}", cells[0]):
+            tables[current].append(Row(cells[0], cells[1:]))
+    return dict(tables)
+
+
+def _cite(groups: dict[str, list[str]]) -> str:
+    parts = []
+    for table, ids in groups.items():
+        if ids:
+            shown = ", ".join(ids[:5]) + (", +more" if len(ids) > 5 else "")
+            parts.append(f"{table} ({shown})")
+    return f"[Data: {'; '.join(parts)}]" if parts else ""
+
+
+def _relevant(rows: list[Row], question: str) -> list[tuple[int, Row]]:
+    q = words(question)
+    scored = [(len(q & words(r.text)), r) for r in rows]
+    return sorted((s for s in scored if s[0] > 0), key=lambda s: -s[0])
+
+
+_CITATION_RE = re.compile(r"\s*\[Data:[^\]]*(?:\]|$)")
+
+
+def _uncited(text: str) -> str:
+    """``text`` without its own ``[Data: ...]`` citations: a sub-community's report cites
+    records of *its* context, which the parent's context does not show."""
+    return " ".join(_CITATION_RE.sub("", text).split())
+
+
+def _report_data(prompt: str) -> str:
+    """The real data of a report prompt: from its last ``Data:`` line to the ``Report:`` line
+    where the answer goes. A ``Data:`` whose ``Report:`` is already answered is the worked
+    example's, so the real data is missing."""
+    at = last_labelled(prompt, "Data:")
+    if at is None:
+        raise RequestRejected("community report prompt has no Data: section")
+    data, _, answered = prompt[at[0] + len("Data:") :].partition("\nReport:")
+    if answered.strip().startswith("{"):
+        raise RequestRejected("community report prompt has no Data: section after its example")
+    return data
+
+
+def _label(row: Row) -> str:
+    """An entity's name or a report's title (the column after the id)."""
+    return _uncited(row.fields[0]) if row.fields and row.fields[0] else row.id
+
+
+def _report_findings(
+    reports: list[Row], ents: list[Row], rels: list[Row], claims: list[Row]
+) -> list[dict[str, str]]:
+    """Sub-community reports first (the broad picture), then relationships, then claims."""
+    findings = [
+        {
+            "summary": _label(r),
+            "explanation": f"{clip(_uncited(' '.join(r.fields[1:])) or _label(r), 300)} "
+            f"{_cite({'Reports': [r.id]})}",
+        }
+        for r in reports[:5]
+    ]
+    findings += [
+        {
+            "summary": " and ".join(_uncited(f) for f in r.fields[:2]),
+            "explanation": f"{clip(_uncited(r.text), 300)} {_cite({'Relationships': [r.id]})}",
+        }
+        for r in rels[:5]
+    ]
+    if not findings and ents:
+        cite = _cite({"Entities": [r.id for r in ents]})
+        findings = [
+            {"summary": _label(ents[0]), "explanation": f"{clip(_uncited(ents[0].text))} {cite}"}
+        ]
+    findings += [
+        {
+            "summary": f"Claim about {_label(r)}",
+            "explanation": f"{clip(_uncited(r.text))} {_cite({'Claims': [r.id]})}",
+        }
+        for r in claims[:2]
+    ]
+    return findings
+
+
+def _report_from_tables(data: str, what: str) -> dict[str, Any]:
+    """One report drawn from the tables of ``data``, citing only ids those tables hold.
+
+    A leaf's context lists entities (with relationships and claims); a parent's context, as
+    GraphRAG's mixed context builds it, may instead list its sub-communities' reports, with
+    only the relationships between sub-communities when those fill the budget. Either is a
+    valid request; data with neither table is refused (``what`` names the data refused).
+    """
+    tables = parse_tables(data)
+    ents, rels = tables.get("Entities", []), tables.get("Relationships", [])
+    claims, reports = tables.get("Claims", []), tables.get("Reports", [])
+    if not ents and not reports:
+        raise RequestRejected(f"{what} has neither an entity nor a report table with ids")
+    names = [_label(r) for r in ents] + [_label(r) for r in reports]
+    cite_all = _cite(
+        {
+            "Reports": [r.id for r in reports],
+            "Entities": [r.id for r in ents],
+            "Relationships": [r.id for r in rels],
+        }
+    )
+    parts = [f"{len(reports)} sub-communities"] if reports else []
+    parts += [f"{len(ents)} entities"] if ents else []
+    return {
+        "title": f"Community of {', '.join(names[:3])}",
+        "summary": f"The community links {' and '.join(parts)} through {len(rels)} "
+        f"relationships, led by {names[0]}. {cite_all}",
+        "rating": float(min(10, len(rels) + len(reports))),
+        "rating_explanation": f"Rated by the number of relationships ({len(rels)})"
+        + (f" and sub-community reports ({len(reports)})." if reports else "."),
+        "findings": _report_findings(reports, ents, rels, claims),
+    }
+
+
+def answer_report(prompt: str) -> str:
+    """A report of the one community whose context follows the prompt's last ``Data:``."""
+    return json.dumps(_report_from_tables(_report_data(prompt), "community report prompt"))
+
+
+_REAL_DATA_RE = re.compile(r"^=== Real data ===[ \t]*$", re.M)
+_COMMUNITY_RE = re.compile(r"^Community:[ \t]*(.*)$", re.M)
+_DATA_LINE_RE = re.compile(r"^Data:[ \t]*", re.M)
+_REPORTS_LINE_RE = re.compile(r"^Reports:[ \t]*$", re.M)
+
+
+def _report_blocks(prompt: str) -> list[tuple[str, str]]:
+    """(community id, data) of each ``Community:`` block after ``=== Real data ===``, in
+    order; the worked example's blocks come before that line and are not read. The data of
+    a block runs from its ``Data:`` line to the next block, or to the closing ``Reports:``."""
+    real = _REAL_DATA_RE.search(prompt)
+    if real is None:
+        raise RequestRejected("community reports prompt has no === Real data === section")
+    section = prompt[real.end() :]
+    closing = list(_REPORTS_LINE_RE.finditer(section))
+    if closing:
+        section = section[: closing[-1].start()]
+    heads = list(_COMMUNITY_RE.finditer(section))
+    if not heads:
+        raise RequestRejected("community reports prompt has no Community: block in its real data")
+    blocks: list[tuple[str, str]] = []
+    for head, nxt in zip(heads, [*heads[1:], None], strict=True):
+        cid = head.group(1).strip()
+        if not cid:
+            raise RequestRejected("community reports prompt has a Community: line without an id")
+        body = section[head.end() : nxt.start() if nxt is not None else len(section)]
+        data_at = _DATA_LINE_RE.search(body)
+        if data_at is None:
+            raise RequestRejected(f"community {cid} of the reports prompt has no Data: line")
+        if any(cid == seen for seen, _ in blocks):
+            raise RequestRejected(f"community reports prompt gives community {cid} twice")
+        blocks.append((cid, body[data_at.end() :]))
+    return blocks
+
+
+def answer_reports(prompt: str) -> str:
+    """One report per community block, in the given order, each built as
+    :func:`answer_report` builds one and citing only ids of its own block's tables."""
+    reports = [
+        {"community": cid, **_report_from_tables(data, f"community {cid} of the reports prompt")}
+        for cid, data in _report_blocks(prompt)
+    ]
+    return json.dumps({"reports": reports})
+
+
+def answer_map(system: str, question: str) -> str:
+    tables = parse_tables(system)
+    rows = tables.get("Reports") or [r for rows in tables.values() for r in rows]
+    points = [
+        {
+            "description": f"{clip(r.text, 200)} {_cite({'Reports': [r.id]})}",
+            "score": min(100, 20 * overlap),
+        }
+        for overlap, r in _relevant(rows, question)
+    ]
+    if not points:
+        points = [{"description": "The reports do not answer the question.", "score": 0}]
+    return json.dumps({"points": points})
+
+
+def answer_reduce(system: str) -> str:
+    data = system.split("=== Analyst reports ===")[-1]
+    cited = [line.strip() for line in data.splitlines() if "[Data:" in line]
+    if not cited:
+        return "I do not know: the analysts found nothing that answers the question."
+    return "## Answer\n\n" + "\n\n".join(cited[:8])
+
+
+def answer_search(system: str, question: str) -> str:
+    tables = parse_tables(system)
+    groups: dict[str, list[str]] = {}
+    best: tuple[int, Row] | None = None
+    for table, rows in tables.items():
+        hits = _relevant(rows, question)
+        groups[table] = [r.id for _, r in hits]
+        if hits and (best is None or hits[0][0] > best[0]):
+            best = hits[0]
+    if best is None:
+        return "I do not know: the data does not answer the question."
+    return f"According to the data, {clip(best[1].text, 300)} {_cite(groups)}"
+
+
+def answer_rating(prompt: str) -> str:
+    question = last_labelled(prompt, "Question:")
+    report = prompt.split("\nReport:", 1)[-1].split("Rate how relevant")[0]
+    overlap = len(words(question[1] if question else "") & words(report))
+    return json.dumps({"rating": min(5, overlap), "reason": f"{overlap} words in common"})
+
+
+def answer_questions(prompt: str) -> str:
+    count_at = last_labelled(prompt, "Number of questions:")
+    count = int(count_at[1]) if count_at and count_at[1].isdigit() else 3
+    ents = parse_tables(prompt).get("Entities", [])
+    names = [r.fields[0] if r.fields else r.id for r in ents] or ["the main entities"]
+    templates = (
+        "What is the role of {}?",
+        "How is {} connected to the others?",
+        "What happened to {} recently?",
+    )
+    qs = [templates[i % 3].format(names[i % len(names)]) for i in range(count)]
+    return "\n".join(f"- {q}" for q in qs)
