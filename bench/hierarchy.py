@@ -29,25 +29,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import sys
 import time
 from collections import Counter
-from datetime import UTC, datetime
-from importlib.metadata import version
 from pathlib import Path
 
 import igraph as ig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.results_io import CLUSTERING_MACHINE, RESULTS, machine, now_iso, write_result
 from graph.community_ids import HumanIds, StableCommunities, assign_community_ids
-from graph.leiden import DEFAULT_SEED, Hierarchy, build_graph, hierarchical_leiden
+from graph.leiden import DEFAULT_SEED, Hierarchy, hierarchical_leiden
+from graph.leiden_graph import build_graph
 from graph.lineage import classify
 
-RESULT = Path(__file__).resolve().parent / "results" / "hierarchy.json"
+RESULT = RESULTS / "hierarchy.json"
 PLANTED = 50
 EDGES_PER_NODE = 5
 P_OUT = 0.1
@@ -120,29 +118,26 @@ def bench_size(n: int, iterations: int | None) -> dict[str, object]:
     def top(h: Hierarchy) -> list[frozenset[str]]:
         return list(h.levels[0].values())
 
+    def side(
+        seconds: float, phases: dict[str, float], h: Hierarchy, s: StableCommunities
+    ) -> dict[str, object]:
+        return {
+            "seconds": round(seconds, 3),
+            **phases,
+            "modularity": round(h.modularity, 5),
+            "levels": [len(lv) for lv in h.levels],
+            "ids_kept": kept(s),
+            "nmi_vs_previous_level0": round(partition_nmi(top(h0), top(h)), 4),
+            "nmi_vs_previous_leaves": round(partition_nmi(h0.leaves(), h.leaves()), 4),
+        }
+
     return {
         "nodes": n,
         "edges_before": len(edges),
         "edges_added": len(updated) - len(edges),
         "initial_from_scratch_s": round(t_init, 3),
-        "warm": {
-            "seconds": round(t_warm, 3),
-            **warm_phases,
-            "modularity": round(h_warm.modularity, 5),
-            "levels": [len(lv) for lv in h_warm.levels],
-            "ids_kept": kept(s_warm),
-            "nmi_vs_previous_level0": round(partition_nmi(top(h0), top(h_warm)), 4),
-            "nmi_vs_previous_leaves": round(partition_nmi(h0.leaves(), h_warm.leaves()), 4),
-        },
-        "scratch": {
-            "seconds": round(t_cold, 3),
-            **cold_phases,
-            "modularity": round(h_cold.modularity, 5),
-            "levels": [len(lv) for lv in h_cold.levels],
-            "ids_kept": kept(s_cold),
-            "nmi_vs_previous_level0": round(partition_nmi(top(h0), top(h_cold)), 4),
-            "nmi_vs_previous_leaves": round(partition_nmi(h0.leaves(), h_cold.leaves()), 4),
-        },
+        "warm": side(t_warm, warm_phases, h_warm, s_warm),
+        "scratch": side(t_cold, cold_phases, h_cold, s_cold),
         "warm_over_scratch_time": round(t_warm / t_cold, 3),
         "modularity_gap_pct": round(
             100 * (h_cold.modularity - h_warm.modularity) / h_cold.modularity, 3
@@ -154,38 +149,6 @@ def bench_size(n: int, iterations: int | None) -> dict[str, object]:
     }
 
 
-def machine() -> dict[str, object]:
-    cpu = (
-        next(
-            (
-                ln.split(":", 1)[1].strip()
-                for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")
-            ),
-            platform.processor(),
-        )
-        if Path("/proc/cpuinfo").exists()
-        else platform.processor()
-    )
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "leidenalg": version("leidenalg"),
-        "python-igraph": version("python-igraph") if _has("python-igraph") else version("igraph"),
-    }
-
-
-def _has(dist: str) -> bool:
-    try:
-        version(dist)
-    except Exception:
-        return False
-    return True
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
@@ -194,17 +157,17 @@ def main() -> None:
     )
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
-    info = machine()
+    info = machine(*CLUSTERING_MACHINE)
     runs = []
     for n in args.sizes:
         result = bench_size(n, args.iterations)
         runs.append(result)
         print(json.dumps(result, indent=2), flush=True)
-    info["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    info.update(machine("load_average_at_end"))
     big = next((r for r in runs if r["nodes"] == 100_000), None)
     report = {
         "bench": "hierarchy",
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "date": now_iso(),
         "machine": info,
         "graph": f"planted communities of {PLANTED}, m = {EDGES_PER_NODE}n, p_out = {P_OUT}",
         "update": "+1% edges from the same planted model",
@@ -217,7 +180,7 @@ def main() -> None:
         "runs": runs,
     }
     if not args.no_write:
-        RESULT.write_text(json.dumps(report, indent=2) + "\n")
+        write_result(RESULT, report)
         print(f"wrote {RESULT}")
 
 

@@ -10,18 +10,16 @@ import leidenalg as la
 import orjson
 import pytest
 
-import graph.leiden as leiden_module
-from graph.leiden import (
-    Hierarchy,
+import graph.leiden_partition as partition_module
+from graph.leiden import Hierarchy, hierarchical_leiden
+from graph.leiden_graph import (
     HierarchyError,
     WeightedGraph,
     _canonical_arrow,
     _canonical_python,
-    _contract,
-    _Start,
     build_graph,
-    hierarchical_leiden,
 )
+from graph.leiden_partition import _contract, _Start
 
 Edge = tuple[str, str, float]
 
@@ -206,13 +204,13 @@ class TestWarmStart:
         rng = random.Random(8)
         changed = [*edges, *((rng.choice(nodes), rng.choice(nodes), 1.0) for _ in range(6))]
         calls: list[int] = []
-        real = leiden_module._contract
+        real = partition_module._contract
 
         def counting(start: _Start) -> tuple[list[int], list[int], list[bool]]:
             calls.append(1)
             return real(start)
 
-        monkeypatch.setattr(leiden_module, "_contract", counting)
+        monkeypatch.setattr(partition_module, "_contract", counting)
         second = run(nodes, changed, previous=first)
         assert calls
         for seed in (1, 2):

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from itertools import product
 
 from graph.community_ids import HumanIds, assign_community_ids
-from graph.leiden import Hierarchy, build_graph, hierarchical_leiden
+from graph.leiden import Hierarchy, hierarchical_leiden
+from graph.leiden_graph import build_graph
 from graph.lineage import LineageEvent, classify
 from graph.model import Community
 from tests.unit.test_leiden import Edge, clique, cliques, node

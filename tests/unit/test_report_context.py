@@ -13,13 +13,12 @@ from graph.model import Community
 from graph.report_context import (
     ChildReport,
     ReportClaim,
-    ReportContextBuilder,
     ReportContextError,
     ReportEntity,
     ReportGraph,
     ReportRelationship,
-    build_report_context,
 )
+from graph.report_context_builder import ReportContextBuilder, build_report_context
 
 
 def count_tokens(text: str) -> int:
