@@ -21,10 +21,13 @@ services-up: setup
 services-down: setup
 	$(KGRAG) services down
 
+PACKAGES := kgrag core streams agents offline graph query prompts bench
+
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/pylint --score=n $(PACKAGES)
 
 typecheck: setup
 	$(BIN)/mypy
@@ -43,12 +46,13 @@ chaos: services-up
 	  $(BIN)/pytest -q -ra tests/integration/test_ingest_robustness.py || exit 1; \
 	done
 
-# Services up, lint, the layers (import-linter), types, every test, services down (even when
-# something fails).
+# Services up, lint, the layers (import-linter), repeated code (pylint), types, every test,
+# services down (even when something fails).
 test: setup
 	$(KGRAG) services up
 	status=0; \
-	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports && $(BIN)/mypy \
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports \
+	  && $(BIN)/pylint --score=n $(PACKAGES) && $(BIN)/mypy \
 	  && $(BIN)/pytest -q -ra || status=$$?; \
 	$(KGRAG) services down; \
 	exit $$status

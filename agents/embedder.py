@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from tenacity import AsyncRetrying, retry_if_exception, wait_exponential_jitter
 
-from core.clients import build_embedder
+from core.clients import Clients
 from core.vector_store import VectorStoreError, WeaviateStore
 from graph.aggregates import EntityAggregate, RelationshipAggregate
 from graph.graph_changes import GraphChange
@@ -149,9 +149,9 @@ def _relationship_text(rel: RelationshipAggregate) -> str:
     return f"{rel.source_name} – {rel.target_name}: {top_descriptions(rel.descriptions)}"
 
 
-def register(topo: Topology) -> None:
+def register(topo: Topology, clients: Clients) -> None:
     state: dict[str, WeaviateStore] = {}
-    embedder = build_embedder(topo.settings)
+    embedder = clients.embedder
     with_relationships = topo.settings.embeddings.embed_relationships
 
     async def store() -> WeaviateStore:

@@ -15,11 +15,13 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
+from core.clients import Clients
 from core.errors import KgragError
 from core.settings import Settings
 from graph.llm_extraction import ClaimSpec, ExtractionFailedError, ExtractionPrompts, extract_chunk
 from graph.model import Chunk, ChunkExtraction
-from graph.offline_extraction import extract_offline
+from graph.protocols import LLM
+from offline.extraction import extract_offline
 from prompts import (
     PromptLibrary,
     render_extract_claims,
@@ -43,19 +45,16 @@ log = logging.getLogger(__name__)
 Extract = Callable[[Chunk], Awaitable[ChunkExtraction]]
 
 
-def build_extractor(settings: Settings) -> Extract:
-    """The LLM extractor when an endpoint is configured, else the offline one."""
+def build_extractor(settings: Settings, llm: LLM | None) -> Extract:
+    """The LLM extractor when there is a model, else the offline one."""
     cfg = settings.extraction
-    if settings.llm.offline:
+    if llm is None:
 
         async def offline(chunk: Chunk) -> ChunkExtraction:
             return extract_offline(chunk, entity_types=cfg.entity_types)
 
         return offline
 
-    from core.llm import OpenAILLM
-
-    llm = OpenAILLM(settings.llm, settings.llm_cache_dir)
     lib = PromptLibrary(cfg.prompts_dir)
     prompts = ExtractionPrompts(
         extract_graph=partial(render_extract_graph, lib, entity_types=cfg.entity_types),
@@ -152,13 +151,13 @@ class Window:
                 self.slots.release()
 
 
-def register(topo: Topology) -> None:
-    extract = build_extractor(topo.settings)
+def register(topo: Topology, clients: Clients) -> None:
+    extract = build_extractor(topo.settings, clients.llm)
     extractions, dlq = topo.topics.extractions, topo.topics.extractions_dlq
     cfg = topo.settings
-    size = (
+    size = (  # with a model, enough chunks in flight to keep its concurrency busy
         cfg.extraction.batch_size
-        if cfg.llm.offline
+        if clients.llm is None
         else max(cfg.extraction.batch_size, 4 * cfg.llm.concurrency)
     )
 

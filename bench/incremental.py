@@ -28,14 +28,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
 from collections import Counter
-from datetime import UTC, datetime
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -44,24 +40,33 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import agents.community_runner as runner_module
-from agents.community_runner import Runner
+import agents.community.runner as runner_module
+from agents.community.runner import Runner
+from bench.results_io import (
+    CLUSTERING_MACHINE,
+    RESULTS,
+    REUTERS_DEV,
+    ROOT,
+    machine,
+    now_iso,
+    write_result,
+)
 from core.settings import CommunitySettings, LLMSettings, Settings, load_settings
 from core.snapshot_store import SnapshotStore
 from core.tokenizer import ensure_offline_bpe, get_encoding
 from graph.chunking import chunk_document
-from graph.community_run import JobState
+from graph.community_run import clustering_graph
 from graph.evidence import RegenerationPlan
 from graph.graph_view import GraphView
-from graph.leiden import Hierarchy, build_graph, hierarchical_leiden
+from graph.job_state import JobState
+from graph.leiden import Hierarchy, hierarchical_leiden
 from graph.local_merge import LocalMerger
 from graph.model import Document
-from graph.offline_extraction import extract_offline
+from offline.extraction import extract_offline
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "reuters-1987-dev.jsonl"
-RESULT = ROOT / "bench" / "results" / "incremental.json"
-HIERARCHY = ROOT / "bench" / "results" / "hierarchy.json"
+DATA = REUTERS_DEV
+RESULT = RESULTS / "incremental.json"
+HIERARCHY = RESULTS / "hierarchy.json"
 TARGET_SHARE = 0.10
 TARGET_MODULARITY_GAP = 0.01
 
@@ -215,16 +220,8 @@ def drift_tolerance_what_if(
 
 
 def job_graph(view: GraphView) -> Any:
-    """The graph ``graph.community_run.cluster`` clusters (same filter, same canonical form)."""
-    edges = [
-        (r.source_key, r.target_key, float(r.weight))
-        for r in view.relationships.values()
-        if r.source_key in view.entities
-        and r.target_key in view.entities
-        and r.source_key != r.target_key
-    ]
-    nodes = sorted({k for a, b, _ in edges for k in (a, b)})
-    return build_graph(nodes, edges)
+    """The graph ``graph.community_run.cluster`` clusters."""
+    return clustering_graph(view)
 
 
 def memberships(h: Hierarchy, nodes: tuple[str, ...]) -> tuple[list[int], list[int]]:
@@ -239,26 +236,6 @@ def nmi(a: list[int], b: list[int]) -> float:
 
 
 # ---- main ---------------------------------------------------------------------------------------
-
-
-def machine() -> dict[str, Any]:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "leidenalg": version("leidenalg"),
-        "python-igraph": version("igraph"),
-    }
 
 
 def hierarchy_figures() -> dict[str, Any]:
@@ -293,7 +270,7 @@ def hierarchy_figures() -> dict[str, Any]:
 
 
 async def bench(data: Path, n_base: int, n_added: int) -> dict[str, Any]:
-    load_at_start = machine()
+    load_at_start = machine(*CLUSTERING_MACHINE)
     docs = load_documents(data, n_base + n_added)
     settings_dir = Path(tempfile.mkdtemp(prefix="kgrag-bench-incremental-"))
     settings = settings_for(settings_dir / "warm")
@@ -347,7 +324,7 @@ async def bench(data: Path, n_base: int, n_added: int) -> dict[str, Any]:
     gap = (cold_q - warm_q) / cold_q if cold_q else 0.0
     return {
         "bench": "incremental",
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "date": now_iso(),
         "machine": load_at_start,
         "data": f"first {n_base} + {n_added} non-empty articles of {data.name}",
         "mode": "offline (extractor, summaries, report writer); no vectors; in process",
@@ -435,8 +412,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     ensure_offline_bpe()
     result = asyncio.run(bench(args.data, args.base, args.added))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(args.out, result)
     print(json.dumps({k: result[k] for k in ("incremental_run", "partition", "targets")}, indent=2))
 
 

@@ -31,41 +31,41 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import os
-import platform
 import pstats
-import socket
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-import uuid
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
+from bench.live import (
+    LLMServer,
+    fresh_namespace,
+    log_path,
+    peak_rss_mb,
+    service_pids,
+    start_llm_server,
+    start_worker,
+    stop,
+    wait_ready,
+)
+from bench.results_io import RESULTS, REUTERS_DEV, machine, now_iso, write_result
+from core.lag import WORKER_TOPICS
+from core.lag import consumer_lag as lag_by_topic
+from core.publish import publish
+from core.settings import Settings, load_settings
+from core.tokenizer import ensure_offline_bpe
+from graph.graph_view import GraphView
+from streams.codecs import decode_graph_change
 
-from core.lag import WORKER_TOPICS  # noqa: E402
-from core.lag import consumer_lag as lag_by_topic  # noqa: E402
-from core.publish import publish  # noqa: E402
-from core.settings import Settings, load_settings  # noqa: E402
-from core.tokenizer import ensure_offline_bpe  # noqa: E402
-from graph.graph_view import GraphView  # noqa: E402
-from streams.admin import delete_namespace_topics, ensure_topics  # noqa: E402
-from streams.codecs import decode_graph_change  # noqa: E402
-
-DATA = Path("/work/shared/data/reuters-1987-dev.jsonl")
-RESULT = ROOT / "bench" / "results" / "ingest.json"
+DATA = REUTERS_DEV
+RESULT = RESULTS / "ingest.json"
 STAGES = (
     "documents",
     "chunks",
@@ -77,97 +77,7 @@ STAGES = (
 )
 
 
-# ---- processes ----
-
-
-def peak_rss_mb(pid: int | None) -> dict[str, float] | None:
-    """VmHWM (peak) and VmRSS (now) of a live process, in MiB."""
-    if pid is None:
-        return None
-    try:
-        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
-    except OSError:
-        return None
-    fields = {ln.split(":")[0]: ln.split()[1] for ln in lines if ln.startswith(("VmHWM", "VmRSS"))}
-    return {k: round(int(v) / 1024, 1) for k, v in fields.items()}
-
-
-def worker_env(settings: Settings, extra: dict[str, str]) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        {
-            "KGRAG_NAMESPACE": settings.namespace,
-            "KGRAG_DATA_DIR": str(settings.data_dir),
-            "KGRAG_KAFKA__BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
-            "KGRAG_KAFKA__PARTITIONS": str(settings.kafka.partitions),
-            "KGRAG_WEAVIATE__URL": settings.weaviate.url,
-            "KGRAG_WEAVIATE__GRPC_PORT": str(settings.weaviate.grpc_port),
-        }
-    )
-    env.update(extra)
-    return env
-
-
-def start_worker(
-    settings: Settings, log_path: Path, extra: dict[str, str], profile: Path | None
-) -> subprocess.Popen[bytes]:
-    argv = [sys.executable]
-    if profile is not None:
-        argv += ["-m", "cProfile", "-o", str(profile)]
-    argv += ["-m", "kgrag.cli", "worker", "--loglevel", "warning"]
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=worker_env(settings, extra),
-            cwd=ROOT,
-        )
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 # ---- Kafka reads ----
-
-
-async def wait_ready(settings: Settings, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    """Until the worker's group has members with partitions (faust joined and assigned)."""
-    from aiokafka.admin import AIOKafkaAdminClient
-    from aiokafka.errors import GroupCoordinatorNotAvailableError
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka.bootstrap_servers)
-    await admin.start()
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"worker exited with {proc.returncode}")
-            try:
-                groups = await admin.describe_consumer_groups([settings.app_id])
-            except GroupCoordinatorNotAvailableError:  # a new broker's offsets topic is coming
-                await asyncio.sleep(0.5)
-                continue
-            state = groups[0].groups[0] if groups and groups[0].groups else None
-            if state is not None and state[2] == "Stable" and state[5]:
-                return
-            await asyncio.sleep(0.5)
-    finally:
-        await admin.close()
-    raise RuntimeError("worker did not join its group in time")
 
 
 async def consumer_lag(settings: Settings) -> int:
@@ -241,53 +151,7 @@ async def topic_spans(settings: Settings) -> dict[str, TopicSpan]:
     return spans
 
 
-# ---- the scripted LLM server ----
-
-
-@dataclass
-class LLMServer:
-    proc: subprocess.Popen[bytes]
-    port: int
-    samples: list[int] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def sample_in_flight(self, period: float = 0.05) -> threading.Thread:
-        def run() -> None:
-            with httpx.Client(timeout=2) as client:
-                while not self._stop.is_set():
-                    with contextlib.suppress(httpx.HTTPError):
-                        self.samples.append(
-                            int(client.get(f"{self.url}/_stats").json()["in_flight"])
-                        )
-                    time.sleep(period)
-
-        t = threading.Thread(target=run, daemon=True)
-        t.start()
-        return t
-
-    def stop_sampling(self) -> None:
-        self._stop.set()
-
-
-def start_llm_server(latency_ms: float, log_path: Path) -> LLMServer:
-    port = free_port()
-    argv = [sys.executable, "-m", "kgrag.testing.scripted_llm", "--port", str(port)]
-    argv += ["--latency-ms", str(latency_ms)]
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-    server = LLMServer(proc, port)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{server.url}/_stats", timeout=1).status_code == 200:
-                return server
-        time.sleep(0.2)
-    stop(proc)
-    raise RuntimeError("scripted LLM server did not start")
+# ---- LLM busyness ----
 
 
 EXTRACTION_KINDS = frozenset({"extract_graph", "glean_continue", "glean_loop", "extract_claims"})
@@ -340,16 +204,6 @@ def busy_from_calls(calls: list[dict[str, Any]], latency_s: float, capacity: int
 # ---- one run ----
 
 
-def service_pids(settings: Settings) -> dict[str, int | None]:
-    from kgrag.services import kafka, weaviate
-
-    out: dict[str, int | None] = {}
-    for name, mod in (("kafka", kafka), ("weaviate", weaviate)):
-        rec = mod.record(settings)
-        out[name] = rec.pid if rec is not None else None
-    return out
-
-
 def stage_table(spans: dict[str, TopicSpan], t0_ms: int) -> dict[str, dict[str, Any]]:
     return {
         stage: {
@@ -376,48 +230,37 @@ def top_functions(profile: Path, n: int = 25) -> list[str]:
 async def run_mode(
     base: Settings, mode: str, n: int, args: argparse.Namespace, workdir: Path
 ) -> dict[str, Any]:
-    namespace = f"bench-{mode}-{uuid.uuid4().hex[:6]}"
-    data_dir = workdir / namespace
-    settings = base.model_copy(update={"namespace": namespace, "data_dir": data_dir})
-    await ensure_topics(settings)
-    extra: dict[str, str] = {}
-    server: LLMServer | None = None
-    if mode == "llm":
-        server = start_llm_server(args.latency_ms, workdir / f"{namespace}-llm.log")
-        extra = {
-            "KGRAG_LLM__BASE_URL": f"{server.url}/v1",
-            "KGRAG_LLM__CONCURRENCY": str(args.concurrency),
-            "KGRAG_LLM__CACHE_DIR": str(data_dir / "llm-cache"),
-        }
-    extra.update(dict(kv.split("=", 1) for kv in args.worker_env))
-    profile = args.profile / f"{mode}.prof" if args.profile else None
-    worker = start_worker(settings, workdir / f"{namespace}-worker.log", extra, profile)
-    try:
-        await wait_ready(settings, worker, timeout=180)
-        sampler = server.sample_in_flight() if server else None
-        started = time.monotonic()
-        summary = await publish(settings, DATA, limit=n)
-        published_s = time.monotonic() - started
-        view = await absorbed(settings, summary.sent, timeout=args.timeout)
-        detected_s = time.monotonic() - started
-        if server is not None:
-            server.stop_sampling()
-        if sampler is not None:
-            sampler.join(5)
-        memory = {
-            "worker": peak_rss_mb(worker.pid),
-            **{k: peak_rss_mb(v) for k, v in service_pids(settings).items()},
-        }
-        llm = collect_llm(server, args) if server else None
-        if server is not None:
-            memory["scripted_llm"] = peak_rss_mb(server.proc.pid)
-        spans = await topic_spans(settings)
-    finally:
-        stop(worker)
-        if server is not None:
-            stop(server.proc)
-        await delete_namespace_topics(settings)
-        await drop_collections(settings)
+    async with fresh_namespace(base, f"bench-{mode}", workdir) as settings:
+        server: LLMServer | None = None
+        extra: dict[str, str] = {}
+        if mode == "llm":
+            server = start_llm_server(args.latency_ms, log_path(settings, "llm"))
+            extra = server.env(args.concurrency, settings.data_dir)
+        extra.update(dict(kv.split("=", 1) for kv in args.worker_env))
+        profile = args.profile / f"{mode}.prof" if args.profile else None
+        worker = start_worker(settings, extra, profile)
+        try:
+            await wait_ready(settings, worker, timeout=180)
+            sampler = server.sample_in_flight() if server else None
+            started = time.monotonic()
+            summary = await publish(settings, DATA, limit=n)
+            published_s = time.monotonic() - started
+            view = await absorbed(settings, summary.sent, timeout=args.timeout)
+            detected_s = time.monotonic() - started
+            if server is not None:
+                server.stop_sampling()
+            if sampler is not None:
+                sampler.join(5)
+            memory = {
+                "worker": peak_rss_mb(worker.pid),
+                **{k: peak_rss_mb(v) for k, v in service_pids(settings).items()},
+            }
+            llm = collect_llm(server, args) if server else None
+            if server is not None:
+                memory["scripted_llm"] = peak_rss_mb(server.proc.pid)
+            spans = await topic_spans(settings)
+        finally:
+            stop(worker, server.proc if server else None)
     return report(
         mode,
         n,
@@ -434,8 +277,8 @@ async def run_mode(
 
 
 def collect_llm(server: LLMServer, args: argparse.Namespace) -> dict[str, Any]:
-    stats = httpx.get(f"{server.url}/_stats", timeout=10).json()
-    calls = httpx.get(f"{server.url}/_calls", timeout=60).json()
+    stats = server.stats()
+    calls = server.calls()
     active = [s for s in server.samples if s > 0]
     return {
         "concurrency": args.concurrency,
@@ -450,14 +293,6 @@ def collect_llm(server: LLMServer, args: argparse.Namespace) -> dict[str, Any]:
         ),
         "samples": len(server.samples),
     }
-
-
-async def drop_collections(settings: Settings) -> None:
-    from core.vector_store import WeaviateStore
-
-    with contextlib.suppress(Exception):
-        async with WeaviateStore(settings) as store:
-            await store.drop_namespace()
 
 
 def report(
@@ -506,21 +341,6 @@ def report(
 # ---- main ----
 
 
-def machine() -> dict[str, Any]:
-    mem_kb = next(
-        int(ln.split()[1])
-        for ln in Path("/proc/meminfo").read_text().splitlines()
-        if ln.startswith("MemTotal")
-    )
-    return {
-        "nproc": os.cpu_count(),
-        "memory_gib": round(mem_kb / 1024 / 1024, 1),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "load_avg_at_start": os.getloadavg(),
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--n", type=int, default=2000, help="articles in the offline run")
@@ -550,8 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": machine(),
+        "date": now_iso(),
+        "machine": machine("nproc", "memory_gib", "python", "platform", "load_avg_at_start"),
         "targets": {"offline_docs_per_s": 200, "llm_busy_fraction": 0.9},
         "worker_env": args.worker_env,
         "runs": {},
@@ -565,8 +385,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({k: v for k, v in res.items() if k != "profile_top"}, indent=2))
             for line in res.get("profile_top", []):
                 print("  ", line)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    write_result(args.out, results)
     print(f"wrote {args.out}")
     return 0
 

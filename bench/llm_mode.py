@@ -33,40 +33,37 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import platform
+import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.ingest import (  # noqa: E402
-    DATA,
+from bench.live import (
     LLMServer,
-    drop_collections,
+    fresh_namespace,
+    log_path,
     peak_rss_mb,
     start_llm_server,
     start_worker,
     stop,
     wait_ready,
 )
-from core.job_status import read_status  # noqa: E402
-from core.publish import publish  # noqa: E402
-from core.settings import Settings, load_settings  # noqa: E402
-from core.snapshot_store import SnapshotStore, SnapshotStoreError  # noqa: E402
-from core.tokenizer import ensure_offline_bpe  # noqa: E402
-from kgrag.testing.scripted_answers import content_text, n_tokens  # noqa: E402
-from streams.admin import delete_namespace_topics, ensure_topics  # noqa: E402
+from bench.results_io import RESULTS, REUTERS_DEV, machine, now_zulu, target, write_result
+from core.job_status import read_status
+from core.lag import reflects_everything
+from core.publish import publish
+from core.settings import Settings, load_settings
+from core.snapshot_store import SnapshotStore, SnapshotStoreError
+from core.tokenizer import ensure_offline_bpe
+from kgrag.testing.scripted_text import content_text, n_tokens
 
-RESULT = ROOT / "bench" / "results" / "llm_mode.json"
+DATA = REUTERS_DEV
+RESULT = RESULTS / "llm_mode.json"
 GRAPHRAG = {
     "index_300_s": 774.7,
     "index_300_calls": 1070,
@@ -98,7 +95,8 @@ def write_jsonl(path: Path, docs: list[dict[str, Any]]) -> Path:
 
 def visible(store: SnapshotStore, wanted: set[str]) -> dict[str, Any] | None:
     """The newest version's figures when it holds every wanted document and an LLM report
-    for every community; else None."""
+    for every community; else None. (Whether its documents are fully extracted is checked
+    by the caller: a document is listed as soon as it is chunked.)"""
     if store.latest_version() is None:
         return None
     try:
@@ -117,6 +115,7 @@ def visible(store: SnapshotStore, wanted: set[str]) -> dict[str, Any] | None:
         "relationships": len(snap.relationships),
         "communities": len(snap.communities),
         "reports_llm": llm_reports,
+        "offsets": snap.meta.consumed_offsets,
     }
 
 
@@ -126,20 +125,24 @@ async def wait_visible(
     """Seconds until a complete version, its figures, and the items the LLM refused on the
     way (each run's refusals, read from the job's status as the runs finish)."""
     seen: int | None = None
+    seen_at = 0.0
+    candidate: dict[str, Any] | None = None
     refused: dict[int, int] = {}  # run's version -> items refused in that run
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         note_refusals(settings, refused)
         version = store.latest_version()
         if version != seen:
-            seen = version
-            if (figures := visible(store, wanted)) is not None:
-                took = time.monotonic() - started
-                while time.monotonic() < deadline and max(refused, default=0) < figures["version"]:
-                    await asyncio.sleep(0.1)  # the status is written just after the snapshot
-                    note_refusals(settings, refused)
-                return took, {**figures, "refused_items": sum(refused.values())}
-        await asyncio.sleep(0.1)
+            seen, seen_at = version, time.monotonic()
+            candidate = visible(store, wanted)
+        # the version counts from when it appeared, once it is known to hold everything
+        if candidate is not None and await reflects_everything(settings, candidate["offsets"]):
+            while time.monotonic() < deadline and max(refused, default=0) < candidate["version"]:
+                await asyncio.sleep(0.1)  # the status is written just after the snapshot
+                note_refusals(settings, refused)
+            figures = {k: v for k, v in candidate.items() if k != "offsets"}
+            return seen_at - started, {**figures, "refused_items": sum(refused.values())}
+        await asyncio.sleep(0.2)
     raise TimeoutError(f"no complete version after {timeout:.0f}s (last seen {seen})")
 
 
@@ -150,7 +153,7 @@ def note_refusals(settings: Settings, refused: dict[int, int]) -> None:
 
 
 def call_figures(server: LLMServer) -> dict[str, Any]:
-    calls = httpx.get(f"{server.url}/_calls", timeout=60).json()
+    calls = server.calls()
     chat = [c for c in calls if c["path"] == "/v1/chat/completions"]
     answered = [c for c in chat if c["status"] == 200]
     return {
@@ -188,96 +191,80 @@ async def events_since(settings: Settings, version: int) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def clear_calls(server: LLMServer) -> None:
-    httpx.delete(f"{server.url}/_calls", timeout=30)
-
-
 async def run_pipeline(
     base: Settings, args: argparse.Namespace, workdir: Path, *, faulted: bool
 ) -> dict[str, Any]:
-    namespace = f"bench-llm-{'faulted-' if faulted else ''}{uuid.uuid4().hex[:6]}"
-    data_dir = workdir / namespace
-    settings = base.model_copy(update={"namespace": namespace, "data_dir": data_dir})
-    await ensure_topics(settings)
-    server = start_llm_server(args.latency_ms, workdir / f"{namespace}-llm.log")
-    if faulted:
-        httpx.post(f"{server.url}/_faults", json={**FAULTS, "seed": 7}, timeout=10)
-    extra = {
-        "KGRAG_LLM__BASE_URL": f"{server.url}/v1",
-        "KGRAG_LLM__CONCURRENCY": "8",
-        "KGRAG_LLM__CACHE_DIR": str(data_dir / "llm-cache"),
-        "KGRAG_EXTRACTION__MAX_GLEANINGS": "1",
-        "KGRAG_EXTRACTION__CLAIMS_ENABLED": "false",
-        "KGRAG_COMMUNITY__DEBOUNCE_S": "1.0",
-    }
-    worker = start_worker(settings, workdir / f"{namespace}-worker.log", extra, None)
+    prefix = f"bench-llm{'-faulted' if faulted else ''}"
+    async with fresh_namespace(base, prefix, workdir) as settings:
+        server = start_llm_server(args.latency_ms, log_path(settings, "llm"))
+        if faulted:
+            server.set_faults({**FAULTS, "seed": 7})
+        extra = {
+            **server.env(8, settings.data_dir),
+            "KGRAG_EXTRACTION__MAX_GLEANINGS": "1",
+            "KGRAG_EXTRACTION__CLAIMS_ENABLED": "false",
+            "KGRAG_COMMUNITY__DEBOUNCE_S": "1.0",
+        }
+        worker = start_worker(settings, extra)
+        try:
+            return await measure(settings, server, worker, args, workdir, faulted=faulted)
+        finally:
+            stop(worker, server.proc)
+
+
+async def measure(
+    settings: Settings,
+    server: LLMServer,
+    worker: subprocess.Popen[bytes],
+    args: argparse.Namespace,
+    workdir: Path,
+    *,
+    faulted: bool,
+) -> dict[str, Any]:
     store = SnapshotStore(settings.snapshots_dir)
     out: dict[str, Any] = {}
+    await wait_ready(settings, worker, timeout=180)
+    first = articles(0, args.n)
+    server.clear_calls()
+    started = time.monotonic()
+    await publish(settings, write_jsonl(workdir / f"{settings.namespace}-first.jsonl", first))
+    wanted = {d["id"] for d in first}
     try:
-        await wait_ready(settings, worker, timeout=180)
-        first = articles(0, args.n)
-        clear_calls(server)
+        took, figures = await wait_visible(settings, store, wanted, started, args.timeout)
+        out["index"] = {
+            "publish_to_visible_s": round(took, 2),
+            **figures,
+            **call_figures(server),
+        }
+    except TimeoutError as e:
+        out["index"] = {"timeout": str(e), **call_figures(server)}
+        return out
+    if not faulted and args.update:
+        await asyncio.sleep(args.settle)  # let the last run's trailing work finish
+        server.clear_calls()
+        more = articles(args.n, args.update)
         started = time.monotonic()
-        await publish(settings, write_jsonl(workdir / f"{namespace}-first.jsonl", first))
-        wanted = {d["id"] for d in first}
-        try:
-            took, figures = await wait_visible(settings, store, wanted, started, args.timeout)
-            out["index"] = {
-                "publish_to_visible_s": round(took, 2),
-                **figures,
-                **call_figures(server),
-            }
-        except TimeoutError as e:
-            out["index"] = {"timeout": str(e), **call_figures(server)}
-            return out
-        if not faulted and args.update:
-            await asyncio.sleep(args.settle)  # let the last run's trailing work finish
-            clear_calls(server)
-            more = articles(args.n, args.update)
-            started = time.monotonic()
-            await publish(settings, write_jsonl(workdir / f"{namespace}-update.jsonl", more))
-            wanted |= {d["id"] for d in more}
-            took, figures = await wait_visible(settings, store, wanted, started, args.timeout)
-            figures["events"] = await events_since(settings, out["index"]["version"])
-            out["update"] = {
-                "publish_to_visible_s": round(took, 2),
-                **figures,
-                **call_figures(server),
-            }
-        status = read_status(settings)
-        out["job"] = None if status is None else status.to_json()
-        out["memory"] = {"worker": peak_rss_mb(worker.pid)}
-    finally:
-        stop(worker)
-        stop(server.proc)
-        await delete_namespace_topics(settings)
-        await drop_collections(settings)
+        await publish(settings, write_jsonl(workdir / f"{settings.namespace}-update.jsonl", more))
+        wanted |= {d["id"] for d in more}
+        took, figures = await wait_visible(settings, store, wanted, started, args.timeout)
+        figures["events"] = await events_since(settings, out["index"]["version"])
+        out["update"] = {
+            "publish_to_visible_s": round(took, 2),
+            **figures,
+            **call_figures(server),
+        }
+    status = read_status(settings)
+    out["job"] = None if status is None else status.to_json()
+    out["memory"] = {"worker": peak_rss_mb(worker.pid)}
     return out
-
-
-def target(value: float | bool, limit: float | bool, op: str) -> dict[str, Any]:
-    met = {"<=": lambda: value <= limit, ">=": lambda: value >= limit, "==": lambda: value == limit}
-    return {"value": value, "limit": limit, "op": op, "met": bool(met[op]())}
-
-
-def machine() -> dict[str, Any]:
-    import os
-
-    load = os.getloadavg()
-    return {
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "load_at_start": round(load[0], 2),
-    }
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     ensure_offline_bpe()
     base = load_settings()
     workdir = Path(tempfile.mkdtemp(prefix="bench-llm-"))
-    started_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    env = machine()
+    started_at = now_zulu()
+    env = machine("platform", "cpus", "python", "load_at_start")
     clean = {} if args.skip_clean else await run_pipeline(base, args, workdir, faulted=False)
     result: dict[str, Any] = {
         "benchmark": "llm_mode",
@@ -357,8 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped: {DATA} not found")
         return 0
     result = asyncio.run(main_async(args))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(args.out, result)
     print(json.dumps({k: result[k] for k in result if k not in ("job",)}, indent=2)[:6000])
     print(f"wrote {args.out}")
     return 0

@@ -3,7 +3,7 @@
 Usage: ``.venv/bin/python bench/offline_extractor.py [path.jsonl] [--sample 30]``
 
 Chunks every article (600/100 tokens, o200k_base, as in production), runs
-``graph.offline_extraction.extract_offline`` on every chunk, and reports:
+``offline.extraction.extract_offline`` on every chunk, and reports:
 
 * the 50 entities with the most mentions (one mention = one chunk naming it) and how many of
   them are boilerplate, judged by the list below, which is written independently of the
@@ -20,27 +20,32 @@ Skips cleanly (exit 0) when the data file is absent. Writes bench/results/offlin
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import random
 import sys
 import time
 from collections import Counter, defaultdict
-from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.results_io import (
+    RESULTS,
+    REUTERS_DEV,
+    ROOT,
+    machine_line,
+    now_iso,
+    read_jsonl,
+    write_result,
+)
 from core.tokenizer import get_encoding
 from graph.chunking import chunk_document
 from graph.keys import entity_key
 from graph.model import Chunk, ChunkExtraction, Document
-from graph.offline_extraction import extract_offline
+from offline.extraction import extract_offline
 
-DATA = Path("/work/shared/data/reuters-1987-dev.jsonl")
-RESULT = Path(__file__).resolve().parent / "results" / "offline_extractor.json"
-SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "news" / "articles.jsonl"
+DATA = REUTERS_DEV
+RESULT = RESULTS / "offline_extractor.json"
+SAMPLE = ROOT / "examples" / "news" / "articles.jsonl"
 
 # Written for this bench, not taken from the extractor: Reuters table words and trailers,
 # units, calendar words, bare corporate suffixes and generic words that a hub must not be.
@@ -63,9 +68,7 @@ def main() -> int:
     if not args.data.exists():
         print(f"skipped: {args.data} not found")
         return 0
-    articles = [json.loads(line) for line in args.data.open(encoding="utf-8") if line.strip()]
-    if args.limit:
-        articles = articles[: args.limit]
+    articles = read_jsonl(args.data, args.limit)
     chunks_by_doc = _chunk(articles)
     n_chunks = sum(len(c) for c in chunks_by_doc.values())
     started = time.perf_counter()
@@ -74,8 +77,7 @@ def main() -> int:
     result = _report(articles, extractions, n_chunks, elapsed, args.sample)
     result["sample_corpus"] = _sample_communities(SAMPLE)
     print(f"sample corpus: {result['sample_corpus']}")
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_result(RESULT, result, ensure_ascii=False)
     print(f"written {RESULT}")
     return 0
 
@@ -161,9 +163,8 @@ def _report(
             }
             for k in picked
         ],
-        "machine": f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpus, "
-        f"Python {platform.python_version()}".replace("  ", " "),
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine_line(),
+        "date": now_iso(),
     }
     _print(result)
     return result
@@ -175,7 +176,7 @@ def _sample_communities(path: Path) -> dict[str, object]:
     import igraph as ig
     import leidenalg
 
-    articles = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
+    articles = read_jsonl(path)
     storyline: dict[str, Counter[str]] = defaultdict(Counter)
     weights: Counter[tuple[str, str]] = Counter()
     for a in articles:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agents.community_runner import Runner
+from agents.community.runner import Runner
 from agents.embedder import entity_text, text_unit_properties, top_descriptions
 from core.clients import build_embedder
 from core.settings import Settings
@@ -25,20 +25,14 @@ from core.snapshot_store import SnapshotStore
 from core.tokenizer import get_encoding
 from core.vector_store import WeaviateStore
 from graph.chunking import chunk_document
-from graph.community_run import JobState
 from graph.documents import document_from_obj
 from graph.graph_view import GraphView
+from graph.job_state import JobState
 from graph.local_merge import LocalMerger
-from graph.offline_extraction import extract_offline
 from graph.snapshot_model import Snapshot
+from offline.extraction import extract_offline
 
 BATCH = 500
-
-
-def load_articles(path: Path, n: int | None) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        articles = [json.loads(line) for line in fh if line.strip()]
-    return articles[:n] if n else articles
 
 
 def build_view(articles: Sequence[dict[str, Any]], settings: Settings) -> GraphView:

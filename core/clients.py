@@ -7,12 +7,14 @@ with no ``embeddings.base_url`` the offline hashing embedder stands in (no downl
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from prometheus_client import CollectorRegistry
 
 from core.llm import OpenAIEmbedder, OpenAILLM
 from core.settings import Settings
-from graph.hashing_embedding import HashingEmbedder
 from graph.protocols import LLM, Embedder
+from offline.embedding import HashingEmbedder
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -27,3 +29,16 @@ def build_llm(settings: Settings, registry: CollectorRegistry | None = None) -> 
     if settings.llm.offline:
         return None
     return OpenAILLM(settings.llm, settings.llm_cache_dir, registry=registry)
+
+
+@dataclass(frozen=True, slots=True)
+class Clients:
+    """The clients one process shares: built once by its composition root and passed to what
+    needs them (``kgrag.worker`` for the stream agents)."""
+
+    llm: LLM | None  # None: offline mode
+    embedder: Embedder
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Clients:
+        return cls(build_llm(settings), build_embedder(settings))

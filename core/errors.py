@@ -38,3 +38,14 @@ class PortInUseError(ServiceError):
             f"stop that process or move {service} with {setting}"
         )
         self.port = port
+
+
+class LLMError(KgragError):
+    """The endpoint gave no usable answer. ``retryable`` says whether trying again later may
+    succeed (rate limits, outages) or not (bad request, auth, wrong model)."""
+
+    def __init__(self, reason: str, *, retryable: bool, attempts: int = 1) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retryable = retryable
+        self.attempts = attempts

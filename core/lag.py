@@ -7,7 +7,7 @@ call a run finished).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -69,3 +69,40 @@ async def consumer_lag(
     for tp in parts:
         lag[tp.topic] = lag.get(tp.topic, 0) + max(0, ends.get(tp, 0) - done.get(tp, 0))
     return lag
+
+
+async def graph_end_offsets(settings: Settings, timeout_s: float = 5.0) -> dict[int, int]:
+    """Partition -> end offset (the next offset to be written) of the ``graph_changes``
+    topic; empty when the topic does not exist yet (no worker has run in this namespace)."""
+    topic = settings.topics.graph_changes
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        enable_auto_commit=False,
+        request_timeout_ms=max(1, int(timeout_s * 1000)),
+    )
+    try:
+        await consumer.start()
+        if topic not in await consumer.topics():
+            return {}
+        parts = [TopicPartition(topic, p) for p in range(settings.kafka.partitions)]
+        ends: dict[TopicPartition, int] = await consumer.end_offsets(parts)
+    finally:
+        await consumer.stop()
+    return {tp.partition: offset for tp, offset in ends.items()}
+
+
+# Topics upstream of graph_changes: once the group has nothing left on them, no graph change
+# for what was published so far is still to come.
+UPSTREAM_TOPICS = tuple(t for t in WORKER_TOPICS if t != "graph_changes")
+
+
+async def reflects_everything(settings: Settings, consumed_offsets: Mapping[str, int]) -> bool:
+    """Whether a version that consumed ``consumed_offsets`` of graph_changes (a snapshot's
+    ``meta.consumed_offsets``) holds everything published so far: the worker group has nothing
+    left upstream of graph_changes, and the version consumed every graph change written.
+    A document is listed as soon as it is chunked, so "holds every document" alone says
+    nothing about its extractions."""
+    if any((await consumer_lag(settings, topics=UPSTREAM_TOPICS)).values()):
+        return False
+    ends = await graph_end_offsets(settings)
+    return all(consumed_offsets.get(str(p), 0) >= end for p, end in ends.items())

@@ -331,8 +331,18 @@ class Settings(BaseSettings):
         return tuple(sources)
 
     # ---- derived names -------------------------------------------------------------
+    @property
+    def topics(self) -> TopicNames:
+        """Every topic's full name (the namespace prepended), as typed fields:
+        ``settings.topics.graph_changes``."""
+        base = self.kafka.topics
+        return TopicNames(
+            **{n: f"{self.namespace}.{getattr(base, n)}" for n in TopicNames.model_fields}
+        )
+
     def topic(self, name: str) -> str:
-        """Full topic name for a base name in ``kafka.topics`` (e.g. ``documents``)."""
+        """Full topic name for a field name of ``kafka.topics``, for code that is generic over
+        topics (lag per topic, creating all of them); elsewhere use ``topics``."""
         return f"{self.namespace}.{getattr(self.kafka.topics, name)}"
 
     def all_topics(self) -> list[str]:

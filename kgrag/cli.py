@@ -151,7 +151,7 @@ def community_job_cmd(
     ] = 0,
 ) -> None:
     """Run the debounced community job (re-clustering, reports, snapshots, events)."""
-    from agents.community_job import CommunityJob
+    from agents.community.job import CommunityJob
     from streams.admin import ensure_topics
 
     logging.getLogger().setLevel(loglevel.upper())
@@ -190,7 +190,7 @@ def publish_cmd(
         err_console.print(f"[yellow]{b.path}:{b.line}[/]: {b.reason}")
     console.print(
         f"sent {summary.sent} document(s) from {summary.files} file(s) to "
-        f"{settings.topic('documents')}; {len(summary.bad)} bad line(s) skipped"
+        f"{settings.topics.documents}; {len(summary.bad)} bad line(s) skipped"
     )
 
 

@@ -135,7 +135,7 @@ class KafkaSample:
 
 async def sample_kafka(settings: Settings, timeout_s: float) -> KafkaSample:
     """Read the backlog once; raises whatever the Kafka client raises when it cannot."""
-    from query.metrics import graph_end_offsets
+    from core.lag import graph_end_offsets
 
     async def read() -> KafkaSample:
         ends = await graph_end_offsets(settings, timeout_s)

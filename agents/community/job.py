@@ -9,7 +9,7 @@
   in its checkpoint (a restart resumes; nothing is replayed from the start) and buffers them.
 - **Debounce.** A run starts when the feed has been quiet for ``debounce_s`` or dirty for
   ``max_wait_s``, whichever comes first, and never while another run is under way.
-- **Run.** The buffered changes go to a long-lived child process (``agents.community_runner``)
+- **Run.** The buffered changes go to a long-lived child process (``agents.community.runner``)
   that folds them into its graph view, re-clusters, regenerates what materially changed,
   writes the snapshot and the checkpoint, and returns the lineage events, which the leader
   publishes on ``community-events``. The event loop only does I/O, so the consumer keeps
@@ -40,7 +40,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from agents import community_runner
+from agents.community import runner
+from agents.community.state import checkpoint_offsets
 from core.children import die_with_parent
 from core.job_status import (
     FAILED_ITEMS_SHOWN,
@@ -240,8 +241,8 @@ class CommunityJob:
     async def _lead(
         self, elector: AIOKafkaConsumer, leadership: _Leadership, producer: AIOKafkaProducer
     ) -> None:
-        start = await self._in_pool(community_runner.checkpoint_offsets, self._settings_json)
-        topic = self.settings.topic("graph_changes")
+        start = await self._in_pool(checkpoint_offsets, self._settings_json)
+        topic = self.settings.topics.graph_changes
         feed_consumer = AIOKafkaConsumer(
             bootstrap_servers=self.settings.kafka.bootstrap_servers,
             enable_auto_commit=False,
@@ -298,12 +299,12 @@ class CommunityJob:
         changes, offsets = self.feed.take()
         started = time.monotonic()
         self._set_status(state="running", pending_changes=len(changes))
-        result = await self._in_pool(community_runner.run, self._settings_json, changes, offsets)
+        result = await self._in_pool(runner.run, self._settings_json, changes, offsets)
         self.runs += 1
         self._consecutive_failures = 0
         self._next_due_at = result.get("next_due_at")
         events = result.get("events", [])
-        topic = self.settings.topic("community_events")
+        topic = self.settings.topics.community_events
         for event in events:
             await producer.send(
                 topic, orjson.dumps(event), key=str(event.get("community_id", "")).encode()

@@ -1,102 +1,53 @@
-"""The community job's child process: state, runs, snapshots, checkpoints.
+"""The community job's child process: one run over the job's state, its snapshot and events.
 
 Runs in a long-lived ``spawn`` child so Leiden and context building never block the job's
-event loop. The state lives in this process between runs (``_STATE``) and in a checkpoint
-file written atomically after every run, so a restarted job resumes from the last run's
-offsets with the same hierarchy, ids and report bases: it re-clusters and re-decides, and
-regenerates nothing that did not change. A run that raises leaves no half-applied state
-behind: this process forgets it and the next run starts from the checkpoint, which the
-parent re-feeds from the checkpoint's offsets.
+event loop. A run folds the buffered graph changes into the state (``agents.community.state``),
+then takes the pure steps of ``graph.community_run`` in order, with the summaries and reports
+written by the writers chosen once for the run (``agents.community.writers``). A run that
+raises leaves no half-applied state behind: this process forgets it and the next run starts
+from the checkpoint, which the parent re-feeds from the checkpoint's offsets.
 
-One refused LLM call costs one item, never the run: a report or summary the endpoint will not
-write (a 4xx such as a content filter or an over-long context, rate limits that outlast the
-retries, output that does not parse twice) is recorded in ``JobState.failures`` with its
-reason; the previous text stays (a community that never had a report gets an offline one,
-marked ``mode: offline``), and a later run tries again once its backoff has passed.
+One refused LLM call costs one item, never the run: a report or summary the writers could not
+get is recorded in ``JobState.failures`` with its reason; the previous text stays (a community
+that never had a report gets an offline one, marked ``mode: offline``), and a later run tries
+again once its backoff has passed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import pickle
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+from agents.community.state import forget_state, load_state, save_state
+from agents.community.writers import Refused, Writers, build_writers
 from core.settings import Settings
+from core.tokenizer import get_encoding
 from graph.community_run import (
-    HISTORY_CAP,
-    JobState,
     RunParams,
-    SummaryPolicy,
-    SummaryRecord,
-    SummaryRequest,
-    assemble,
     assign_record_ids,
     cluster,
     evidence_graph,
-    join_descriptions,
     lineage,
-    newest_time,
     plan_reports,
-    record_failure,
     report_graph,
-    report_groups,
-    report_record,
-    retry_blocked,
-    summaries_needed,
-    upgrade_state,
 )
 from graph.evidence import ReportBasis
+from graph.job_state import HISTORY_CAP, JobState, SummaryRecord, record_failure, retry_blocked
 from graph.lineage import LineageEvent
 from graph.model import Community
-from graph.offline_report import write_offline_report
-from graph.offline_summary import summarize_descriptions
-from graph.report_context import ChildReport, ReportContext, ReportContextBuilder
+from graph.report_context import ChildReport, ReportContext
+from graph.report_context_builder import ReportContextBuilder
+from graph.snapshot_assembly import assemble, newest_time, report_record
 from graph.snapshot_model import SnapshotMeta, SnapshotReport
+from graph.summaries import SummaryRequest, summaries_needed
+from offline.report import write_offline_report
 from streams.codecs import PayloadError, decode_graph_change
 
 log = logging.getLogger(__name__)
-
-_STATE: dict[str, JobState] = {}
-CHECKPOINT = "checkpoint.pickle"
-
-
-def _job_dir(settings: Settings) -> Path:
-    return settings.data_dir / settings.namespace / "community-job"
-
-
-def load_state(settings: Settings) -> JobState:
-    """This process's state, else the checkpoint on disk, else an empty state."""
-    if settings.namespace in _STATE:
-        return _STATE[settings.namespace]
-    path = _job_dir(settings) / CHECKPOINT
-    state = JobState()
-    if path.exists():
-        with open(path, "rb") as fh:
-            state = upgrade_state(pickle.load(fh))  # our own file, written by save_state below
-    _STATE[settings.namespace] = state
-    return state
-
-
-def save_state(settings: Settings, state: JobState) -> None:
-    directory = _job_dir(settings)
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{CHECKPOINT}.{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        pickle.dump(state, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(directory / CHECKPOINT)
-
-
-def checkpoint_offsets(settings_json: str) -> dict[int, int]:
-    settings = Settings.model_validate_json(settings_json)
-    return dict(load_state(settings).offsets)
 
 
 def run(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]) -> dict[str, Any]:
@@ -114,7 +65,7 @@ def run(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]) -
         result = asyncio.run(Runner(settings, state).run())
         save_state(settings, state)
     except BaseException:
-        _STATE.pop(settings.namespace, None)  # half-applied: the next run reloads the checkpoint
+        forget_state(settings)
         raise
     return result
 
@@ -140,21 +91,15 @@ class Runner:
             cfg.membership_tolerance,
         )
         self.timings: dict[str, float] = {}
-        self.llm: Any = llm
-        self._owns_llm = llm is None and not settings.llm.offline
-        if self._owns_llm:
-            from core.llm import OpenAILLM
-
-            self.llm = OpenAILLM(settings.llm, settings.llm_cache_dir)
+        encoding = get_encoding(settings.chunking.encoding)
+        self.count_tokens = lambda text: len(encoding.encode_ordinary(text))
+        self.writers: Writers = build_writers(settings, llm, self.count_tokens, self._hrid)
         self.now = time.time()  # one clock reading per run for backoffs and summary ages
-        self.llm_calls: dict[str, int] = {}  # calls that reached the endpoint, by purpose
         self.failed: list[str] = []  # items that failed in this run
         self.summaries_written = 0
-        self.summary_policy = (
-            None
-            if self.llm is None
-            else SummaryPolicy(cfg.summary_new_share, cfg.summary_max_age_s)
-        )
+
+    def _hrid(self, c: Community) -> str:
+        return str(self.state.human_ids.get("community", c.id) or c.id)
 
     def _tick(self, phase: str, started: float) -> float:
         now = time.monotonic()
@@ -165,13 +110,12 @@ class Runner:
         try:
             return await self._run()
         finally:
-            if self._owns_llm:
-                await self.llm.aclose()
+            await self.writers.aclose()
 
     async def _run(self) -> dict[str, Any]:
         state, view = self.state, self.state.view
         t = time.monotonic()
-        summary_plan = summaries_needed(view, state, self.summary_policy, self.now)
+        summary_plan = summaries_needed(view, state, self.writers.summary_policy, self.now)
         await self._summaries(summary_plan.requests)
         t = self._tick("summaries", t)
         state.human_ids = assign_record_ids(view, state.human_ids)
@@ -215,7 +159,7 @@ class Runner:
             "modularity": hierarchy.modularity,
             "summaries_written": self.summaries_written,
             "summaries_deferred": summary_plan.deferred,
-            "llm_calls": dict(self.llm_calls),
+            "llm_calls": dict(self.writers.calls),
             "failed_this_run": list(self.failed),
             "failures": {
                 item: {
@@ -237,12 +181,6 @@ class Runner:
             times.append(summaries_due)
         return min(times) if times else None
 
-    async def _chat(self, messages: list[dict[str, str]], purpose: str, **kw: Any) -> Any:
-        result = await self.llm.chat(messages, purpose=purpose, **kw)
-        if not getattr(result, "cached", False):
-            self.llm_calls[purpose] = self.llm_calls.get(purpose, 0) + 1
-        return result
-
     def _failed(self, item: str, reason: str) -> None:
         cfg = self.settings.community
         failure = record_failure(
@@ -260,51 +198,17 @@ class Runner:
     # ---- summaries --------------------------------------------------------------------
 
     async def _summaries(self, requests: Sequence[SummaryRequest]) -> None:
-        from core.llm import LLMError
-
-        join_max = self.settings.community.summary_join_max_tokens
-
-        async def one(req: SummaryRequest) -> tuple[SummaryRequest, str | None, str]:
-            if len(req.descriptions) < 2:
-                return req, req.descriptions[0] if req.descriptions else "", "joined"
-            if self.llm is None:
-                names = req.names[0] if len(req.names) == 1 else req.names
-                return req, summarize_descriptions(names, req.descriptions), "offline"
-            joined = join_descriptions(req.descriptions)
-            if join_max and self._count_tokens(joined) <= join_max:
-                return req, joined, "joined"
-            from prompts import PromptLibrary, render_summarize_descriptions
-
-            lib = PromptLibrary(self.settings.extraction.prompts_dir)
-            prompt = render_summarize_descriptions(
-                lib, entity_name=" -> ".join(req.names), descriptions=req.descriptions
-            )
-            messages = [{"role": "user", "content": prompt}]
-            try:
-                result = await self._chat(messages, "summarize_descriptions")
-            except LLMError as e:
-                self._failed(f"summary:{req.slot}", e.reason)
-                return req, None, "llm"
-            text = result.text.strip()
-            if not text:
-                await self.llm.forget(messages)
-                self._failed(f"summary:{req.slot}", "the model answered an empty summary")
-                return req, None, "llm"
-            self.summaries_written += 1
-            return req, text, "llm"
-
-        for req, text, by in await asyncio.gather(*(one(r) for r in requests)):
-            if text is None:
+        outcomes = await asyncio.gather(*(self.writers.summary(r) for r in requests))
+        for req, outcome in zip(requests, outcomes, strict=True):
+            if isinstance(outcome, Refused):
+                self._failed(f"summary:{req.slot}", outcome.reason)
                 continue  # the previous summary (or the first description) stays
+            if outcome.by == "llm":
+                self.summaries_written += 1
             self.state.failures.pop(f"summary:{req.slot}", None)
             self.state.summaries[req.slot] = SummaryRecord(
-                req.fingerprint, text, frozenset(req.descriptions), self.now, by
+                req.fingerprint, outcome.value, frozenset(req.descriptions), self.now, outcome.by
             )
-
-    def _count_tokens(self, text: str) -> int:
-        from core.tokenizer import get_encoding
-
-        return len(get_encoding(self.settings.chunking.encoding).encode_ordinary(text))
 
     # ---- reports ----------------------------------------------------------------------
 
@@ -316,12 +220,7 @@ class Runner:
         version: int,
     ) -> set[str]:
         """Regenerate the stale reports, deepest level first, so parents see new children."""
-        from core.tokenizer import get_encoding
-
-        enc = get_encoding(self.settings.chunking.encoding)
-        builder = ReportContextBuilder(
-            report_graph(self.state.view, self.state), lambda s: len(enc.encode_ordinary(s))
-        )
+        builder = ReportContextBuilder(report_graph(self.state.view, self.state), self.count_tokens)
         by_id = {c.id: c for c in communities}
         wanted = {
             cid for cid in to_regenerate if not retry_blocked(self.state, f"report:{cid}", self.now)
@@ -331,9 +230,10 @@ class Runner:
         for level in sorted({c.level for c in communities}, reverse=True):
             batch = [c for c in communities if c.level == level and c.id in wanted]
             contexts = [self._context(builder, c, by_id) for c in batch]
-            written = await self._write_level(batch, contexts)
-            for c, ctx, (content, mode) in zip(batch, contexts, written, strict=True):
-                if content is None:  # refused: keep what there is, else an offline stand-in
+            written = await self.writers.reports(list(zip(batch, contexts, strict=True)))
+            for c, ctx, outcome in zip(batch, contexts, written, strict=True):
+                if isinstance(outcome, Refused):  # keep what there is, else an offline stand-in
+                    self._failed(f"report:{c.id}", outcome.reason)
                     if c.id not in self.state.reports:
                         self.state.reports[c.id] = report_record(
                             c,
@@ -346,7 +246,12 @@ class Runner:
                     continue
                 self.state.failures.pop(f"report:{c.id}", None)
                 self.state.reports[c.id] = report_record(
-                    c, content, ids=self.state.human_ids, period=period, mode=mode, version=version
+                    c,
+                    outcome.value,
+                    ids=self.state.human_ids,
+                    period=period,
+                    mode=outcome.by,
+                    version=version,
                 )
                 self.state.bases[c.id] = ReportBasis(
                     c.entity_keys, evidence.get(c.id, frozenset()), ctx.used_child_reports
@@ -369,111 +274,6 @@ class Runner:
             sub_communities=subs,
             child_reports=children,
         )
-
-    async def _write_level(
-        self, batch: Sequence[Community], contexts: Sequence[ReportContext]
-    ) -> list[tuple[dict[str, Any] | None, str]]:
-        """The reports of one level: small communities several to a call, the rest alone."""
-        cfg = self.settings.community
-        if self.llm is None or cfg.report_batch_size <= 1:
-            return list(
-                await asyncio.gather(
-                    *(self._write_report(c, x) for c, x in zip(batch, contexts, strict=True))
-                )
-            )
-        groups = report_groups(
-            [x.token_count for x in contexts],
-            small=cfg.report_batch_context_tokens,
-            size=cfg.report_batch_size,
-            budget=cfg.report_max_tokens,
-        )
-        out: list[tuple[dict[str, Any] | None, str]] = [(None, "llm")] * len(batch)
-
-        async def write(group: list[int]) -> None:
-            if len(group) == 1:
-                out[group[0]] = await self._write_report(batch[group[0]], contexts[group[0]])
-                return
-            written = await self._write_reports(
-                [batch[i] for i in group], [contexts[i] for i in group]
-            )
-            for i, content in zip(group, written, strict=True):
-                out[i] = (
-                    (content, "llm")
-                    if content is not None
-                    else await self._write_report(batch[i], contexts[i])
-                )
-
-        await asyncio.gather(*(write(g) for g in groups))
-        return out
-
-    async def _write_reports(
-        self, batch: Sequence[Community], contexts: Sequence[ReportContext]
-    ) -> list[dict[str, Any] | None]:
-        """One call for several small communities; a community whose report is missing or
-        unusable (or every one, when the call is refused) gets ``None`` and a call of its own,
-        so one refused community still costs only itself."""
-        import orjson
-        from pydantic import ValidationError
-
-        from core.llm import LLMError
-        from prompts import BatchedReport, PromptLibrary, render_community_reports
-
-        ids = [str(self.state.human_ids.get("community", c.id) or c.id) for c in batch]
-        lib = PromptLibrary(self.settings.extraction.prompts_dir)
-        prompt = render_community_reports(
-            lib, contexts=[(i, x.text) for i, x in zip(ids, contexts, strict=True)]
-        )
-        messages = [{"role": "user", "content": prompt}]
-        try:
-            result = await self._chat(messages, "community_reports", json_mode=True)
-        except LLMError as e:
-            log.info("batched reports refused (%s); writing them one by one", e.reason)
-            return [None] * len(batch)
-        found: dict[str, dict[str, Any]] = {}
-        try:
-            items = orjson.loads(result.text).get("reports", [])
-        except (orjson.JSONDecodeError, AttributeError):
-            items = []
-        for item in items if isinstance(items, list) else []:
-            try:
-                report = BatchedReport.model_validate(item)
-            except ValidationError:
-                continue
-            found.setdefault(report.community, report.model_dump(exclude={"community"}))
-        if len(found) < len(batch):
-            await self.llm.forget(messages, json_mode=True)
-            log.info("batched reports: %d of %d usable", len(found), len(batch))
-        return [found.get(i) for i in ids]
-
-    async def _write_report(
-        self, c: Community, ctx: ReportContext
-    ) -> tuple[dict[str, Any] | None, str]:
-        """The report's JSON and the mode that wrote it; ``None`` when the LLM refused it."""
-        if self.llm is None:
-            return write_offline_report(c, ctx).as_dict(), "offline"
-        from pydantic import ValidationError
-
-        from core.llm import LLMError
-        from prompts import CommunityReportResponse, PromptLibrary, render_community_report
-
-        lib = PromptLibrary(self.settings.extraction.prompts_dir)
-        messages = [{"role": "user", "content": render_community_report(lib, input_text=ctx.text)}]
-        problem = ""
-        for attempt in range(2):
-            try:
-                result = await self._chat(messages, "community_report", json_mode=True)
-            except LLMError as e:
-                self._failed(f"report:{c.id}", e.reason)
-                return None, "llm"
-            try:
-                parsed = CommunityReportResponse.model_validate_json(result.text)
-                return parsed.model_dump(), "llm"
-            except ValidationError as e:
-                problem = f"answer did not parse as a report: {e.errors()[0]['msg']}"
-                log.info("report for %s did not parse (attempt %d): %s", c.id, attempt + 1, e)
-                await self.llm.forget(messages, json_mode=True)
-        self._failed(f"report:{c.id}", f"{problem} (twice)")
-        return None, "llm"
 
     # ---- snapshot, vectors, events ----------------------------------------------------
 
@@ -515,7 +315,7 @@ class Runner:
                 "levels": len(hierarchy.levels),
             },
             consumed_offsets={str(k): v for k, v in sorted(self.state.offsets.items())},
-            mode="offline" if self.llm is None else "llm",
+            mode=self.writers.mode,
             reports_regenerated=len(regenerated),
             unreflected_max=max(values),
             unreflected_mean=sum(values) / len(values),

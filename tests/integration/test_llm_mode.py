@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from core.job_status import JobStatus, read_status
+from core.lag import reflects_everything
 from core.publish import publish
 from core.settings import LLMSettings, Settings
 from core.snapshot_store import SnapshotStore, SnapshotStoreError
@@ -65,9 +66,9 @@ class LLMSystem:
     worker: TunedWorker
     tmp: Path
 
-    def complete(self, wanted: set[str]) -> Snapshot | None:
-        """The latest version when it holds every wanted document and every community has an
-        LLM-written report; else None."""
+    async def complete(self, wanted: set[str]) -> Snapshot | None:
+        """The latest version when it holds every wanted document with everything extracted
+        from it, and every community has an LLM-written report; else None."""
         try:
             snap = self.store.load()
         except SnapshotStoreError:
@@ -77,12 +78,14 @@ class LLMSystem:
             return None
         if any(modes.get(c.id) != "llm" for c in snap.communities):
             return None
+        if not await reflects_everything(self.settings, snap.meta.consumed_offsets):
+            return None
         return snap
 
     async def wait_complete(self, wanted: set[str], timeout: float) -> Snapshot:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if (snap := self.complete(wanted)) is not None:
+            if (snap := await self.complete(wanted)) is not None:
                 return snap
             if self.worker.proc is not None and self.worker.proc.poll() is not None:
                 raise AssertionError(f"the worker exited\n{self.worker.log_tail()}")

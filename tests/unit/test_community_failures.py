@@ -20,11 +20,12 @@ from typing import Any
 
 import pytest
 
-import agents.community_runner as runner_module
-from agents.community_job import CommunityJob, RunFailed
-from agents.community_runner import Runner
-from core.llm import LLMError
-from graph.community_run import JobState, SummaryRecord, upgrade_state
+import agents.community.runner as runner_module
+from agents.community.job import CommunityJob, RunFailed
+from agents.community.runner import Runner
+from agents.community.state import upgrade_state
+from core.errors import LLMError
+from graph.job_state import JobState, SummaryRecord
 from graph.keys import entity_key
 from graph.protocols import ChatResult
 from tests.unit.test_community_run import World, base_world, leaf_of, settings_for

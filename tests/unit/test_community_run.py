@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from agents.community_runner import Runner
+from agents.community.runner import Runner
 from core.settings import CommunitySettings, LLMSettings, Settings, load_settings
 from core.snapshot_store import SnapshotStore
-from graph.community_run import JobState
 from graph.graph_view import GraphView
+from graph.job_state import JobState
 from graph.keys import entity_key
 from graph.local_merge import LocalMerger
 from graph.model import Chunk, ChunkExtraction, Community, EntityMention, RelationshipMention

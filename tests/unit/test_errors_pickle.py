@@ -23,8 +23,7 @@ from typing import Any
 
 import pytest
 
-from core.errors import KgragError
-from core.llm import LLMError
+from core.errors import KgragError, LLMError
 from graph.errors import GraphError
 
 PACKAGES = ("kgrag", "core", "graph", "streams", "agents", "query", "prompts")

@@ -13,7 +13,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import prompts as p
-from core.llm import LLMError, OpenAIEmbedder, OpenAILLM, ResponseCache, is_retryable
+from core.errors import LLMError
+from core.llm import OpenAIEmbedder, OpenAILLM
+from core.llm_cache import ResponseCache
+from core.llm_calls import is_retryable
 from core.settings import EmbeddingSettings, LLMSettings
 from graph.protocols import ChatResult
 from kgrag.testing.scripted_llm import FaultConfig, ScriptedLLMServer

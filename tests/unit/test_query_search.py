@@ -8,7 +8,7 @@ from datetime import date
 
 import pytest
 
-from core.llm import LLMError
+from core.errors import LLMError
 from query.citations import cited_ids
 from query.dynamic import DynamicConfig
 from query.errors import AllMapCallsFailedError, QueryError

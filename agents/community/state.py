@@ -1,0 +1,89 @@
+"""The community job's state between runs: in the child process's memory, and in a checkpoint.
+
+The checkpoint is written atomically after every run (a temporary file, fsync, rename), so a
+restarted job resumes from the last run's offsets with the same hierarchy, ids, report bases
+and refused items, and regenerates nothing that did not change. A checkpoint written by an
+earlier version is brought up to date on load (:func:`upgrade_state`).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+from core.settings import Settings
+from graph.job_state import JobState, SummaryRecord
+from graph.summaries import description_sets
+
+CHECKPOINT = "checkpoint.pickle"
+_STATE: dict[str, JobState] = {}  # namespace -> the state this process holds
+
+
+def job_dir(settings: Settings) -> Path:
+    return settings.data_dir / settings.namespace / "community-job"
+
+
+def load_state(settings: Settings) -> JobState:
+    """This process's state, else the checkpoint on disk, else an empty state."""
+    if settings.namespace in _STATE:
+        return _STATE[settings.namespace]
+    path = job_dir(settings) / CHECKPOINT
+    state = JobState()
+    if path.exists():
+        with open(path, "rb") as fh:
+            state = upgrade_state(_Unpickler(fh).load())  # our file, written by save_state
+    _STATE[settings.namespace] = state
+    return state
+
+
+class _Unpickler(pickle.Unpickler):
+    """Reads checkpoints written before ``JobState`` moved out of ``graph.community_run``."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == ("graph.community_run", "JobState"):
+            return JobState
+        return super().find_class(module, name)
+
+
+def upgrade_state(state: JobState) -> JobState:
+    """Bring a checkpoint written by an earlier version to today's fields: summaries were
+    ``(fingerprint, text)`` pairs (their basis is the current description set when the
+    fingerprint still matches it, else unknown, which makes them due), there was no failure
+    record, and the view kept sets of changed keys that nothing read (dropped)."""
+    if not hasattr(state, "failures"):
+        state.failures = {}
+    for stale in ("dirty_entities", "dirty_relationships"):
+        vars(state.view).pop(stale, None)
+    current = description_sets(state.view)
+    for slot, value in list(state.summaries.items()):
+        if isinstance(value, tuple):
+            fp, text = value
+            known = current.get(slot)
+            basis = frozenset(known[1]) if known is not None and known[0] == fp else frozenset()
+            state.summaries[slot] = SummaryRecord(fp, text, basis, 0.0)
+    return state
+
+
+def forget_state(settings: Settings) -> None:
+    """Drop this process's copy (half-applied after a failed run): the next load reads the
+    checkpoint."""
+    _STATE.pop(settings.namespace, None)
+
+
+def save_state(settings: Settings, state: JobState) -> None:
+    directory = job_dir(settings)
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".{CHECKPOINT}.{os.getpid()}"
+    with open(tmp, "wb") as fh:
+        pickle.dump(state, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(directory / CHECKPOINT)
+
+
+def checkpoint_offsets(settings_json: str) -> dict[int, int]:
+    """The graph-changes offsets the state has consumed (called in the child process)."""
+    settings = Settings.model_validate_json(settings_json)
+    return dict(load_state(settings).offsets)

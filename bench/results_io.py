@@ -1,0 +1,132 @@
+"""What every bench shares around its figures: where data and results live, reading a JSONL
+data file, the machine it ran on, the date, a target checked against a figure, and writing
+``bench/results/<name>.json``.
+
+``machine(*keys)`` returns the named facts in the given order under the names each result
+file already uses (``cores``, ``cpus`` and ``nproc`` are the same count), so every result
+keeps its keys while the facts are read in one place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+REUTERS_DEV = Path("/work/shared/data/reuters-1987-dev.jsonl")
+
+
+def read_jsonl(path: Path, n: int | None = None) -> list[dict[str, Any]]:
+    """The objects of a JSONL file (blank lines skipped), the first ``n`` when ``n`` is given."""
+    with path.open(encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    return rows[:n] if n else rows
+
+
+# ---- the machine ----
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_gib() -> float:
+    mem_kb = next(
+        int(ln.split()[1])
+        for ln in Path("/proc/meminfo").read_text().splitlines()
+        if ln.startswith("MemTotal")
+    )
+    return round(mem_kb / 1024 / 1024, 1)
+
+
+def _load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _igraph_version() -> str:
+    try:
+        return version("python-igraph")
+    except PackageNotFoundError:
+        return version("igraph")
+
+
+_FACTS: dict[str, Callable[[], Any]] = {
+    "cpu": _cpu_model,
+    "cores": os.cpu_count,
+    "cpus": os.cpu_count,
+    "nproc": os.cpu_count,
+    "memory_gib": _memory_gib,
+    "python": platform.python_version,
+    "platform": platform.platform,
+    "load_avg_at_start": os.getloadavg,  # unrounded, as ingest.json has it
+    "load_average_at_start": _load_average,
+    "load_average_at_end": _load_average,
+    "load_at_start": lambda: round(os.getloadavg()[0], 2),  # the 1-minute figure only
+    "leidenalg": lambda: version("leidenalg"),
+    "python-igraph": _igraph_version,
+}
+
+
+# the facts of the clustering benches (hierarchy.json, incremental.json)
+CLUSTERING_MACHINE = (
+    "cpu",
+    "cores",
+    "load_average_at_start",
+    "python",
+    "platform",
+    "leidenalg",
+    "python-igraph",
+)
+
+
+def machine(*keys: str) -> dict[str, Any]:
+    """The named facts about this machine, read now, in the order given."""
+    return {key: _FACTS[key]() for key in keys}
+
+
+def machine_line() -> str:
+    """The machine in one line: ``x86_64 2 cpus, Python 3.11.7``."""
+    return (
+        f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpus, "
+        f"Python {platform.python_version()}"
+    ).replace("  ", " ")
+
+
+# ---- dates, targets, results ----
+
+
+def now_iso() -> str:
+    """UTC now as ``2026-03-28T12:00:00+00:00``."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def now_zulu() -> str:
+    """UTC now as ``2026-03-28T12:00:00Z``."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def target(value: float | bool, limit: float | bool, op: str) -> dict[str, Any]:
+    """A figure against its target: ``{"value", "limit", "op", "met"}``; ``op`` is one of
+    ``<=``, ``>=``, ``==``."""
+    met = {"<=": lambda: value <= limit, ">=": lambda: value >= limit, "==": lambda: value == limit}
+    return {"value": value, "limit": limit, "op": op, "met": bool(met[op]())}
+
+
+def write_result(path: Path, result: dict[str, Any], *, ensure_ascii: bool = True) -> None:
+    """``result`` as indented JSON with a final newline (its folder made when missing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(result, indent=2, ensure_ascii=ensure_ascii) + "\n"
+    path.write_text(text, encoding="utf-8")

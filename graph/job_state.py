@@ -1,0 +1,84 @@
+"""What the community job carries from one run to the next (``JobState``), and the record of
+items the LLM refused.
+
+The state: the graph view folded from ``graph-changes``, the consumed offsets, the last
+hierarchy and communities, the human-readable id allocator, every current report with the
+basis it was written from, the description summaries with the descriptions they summarise,
+each community's size history, and the items the LLM refused with when to try them again. It
+is pickled as the job's checkpoint (``agents.community.state``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from graph.community_ids import HumanIds
+from graph.evidence import ReportBasis
+from graph.graph_view import GraphView
+from graph.leiden import Hierarchy
+from graph.model import Community
+from graph.snapshot_model import SnapshotReport
+
+HISTORY_CAP = 50  # size-history points kept per community
+
+
+@dataclass
+class JobState:
+    view: GraphView = field(default_factory=GraphView)
+    offsets: dict[int, int] = field(default_factory=dict)
+    version: int = 0
+    hierarchy: Hierarchy | None = None
+    communities: tuple[Community, ...] = ()
+    human_ids: HumanIds = field(default_factory=HumanIds.empty)
+    reports: dict[str, SnapshotReport] = field(default_factory=dict)
+    bases: dict[str, ReportBasis] = field(default_factory=dict)
+    summaries: dict[str, SummaryRecord] = field(default_factory=dict)
+    size_history: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    # "report:<community id>" or "summary:<slot>" -> why the LLM did not write it, and when
+    # to try again
+    failures: dict[str, ItemFailure] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRecord:
+    """A description summary and what it was written from."""
+
+    fingerprint: str  # description_fingerprint of the set it summarises
+    text: str
+    basis: frozenset[str]  # the descriptions it summarises
+    written_at: float  # unix time
+    by: str = "llm"  # "llm", or a free writer: "joined", "offline"
+
+
+@dataclass(frozen=True, slots=True)
+class ItemFailure:
+    """A report or summary the LLM refused (an error other than a passing rate limit, or
+    output that did not parse after retries). The previous text stays; a later run retries
+    once ``next_retry_at`` has passed, with the wait doubling at every failure."""
+
+    reason: str
+    attempts: int
+    first_failed_at: float  # unix time
+    next_retry_at: float  # unix time
+
+
+def record_failure(
+    state: JobState, item: str, reason: str, now: float, *, base_s: float, max_s: float
+) -> ItemFailure:
+    previous = state.failures.get(item)
+    attempts = 1 if previous is None else previous.attempts + 1
+    wait = min(max_s, base_s * 2 ** (attempts - 1))
+    failure = ItemFailure(
+        reason[:500],
+        attempts,
+        now if previous is None else previous.first_failed_at,
+        now + wait,
+    )
+    state.failures[item] = failure
+    return failure
+
+
+def retry_blocked(state: JobState, item: str, now: float) -> bool:
+    """True while a failed item waits for its next retry."""
+    failure = state.failures.get(item)
+    return failure is not None and failure.next_retry_at > now

@@ -1,0 +1,316 @@
+"""The snapshot tables of one run, assembled from the job's view and state.
+
+Column names follow Microsoft GraphRAG's output tables (``graph.snapshot_model``); the
+emerging score of each community comes from its members' mentions per day of document time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from datetime import UTC, date, datetime, time
+from typing import Any
+
+import orjson
+
+from graph.aggregates import EntityAggregate, RelationshipAggregate
+from graph.community_ids import HumanIds
+from graph.emerging import emerging_scores
+from graph.graph_view import GraphView
+from graph.job_state import JobState
+from graph.model import Community
+from graph.snapshot_model import (
+    Snapshot,
+    SnapshotClaim,
+    SnapshotCommunity,
+    SnapshotDocument,
+    SnapshotEntity,
+    SnapshotMeta,
+    SnapshotRelationship,
+    SnapshotReport,
+    SnapshotTextUnit,
+)
+from graph.summaries import summary
+
+
+def degrees(view: GraphView) -> Counter[str]:
+    deg: Counter[str] = Counter()
+    for r in view.relationships.values():
+        deg[r.source_key] += 1
+        deg[r.target_key] += 1
+    return deg
+
+
+def first(values: tuple[str, ...]) -> str:
+    return values[0] if values else ""
+
+
+def community_daily(view: GraphView, members: Iterable[str]) -> dict[date, int]:
+    daily: Counter[date] = Counter()
+    for key in members:
+        ent = view.entities.get(key)
+        if ent is not None:
+            for day, n in ent.days.per_day().items():
+                daily[day] += n
+    return dict(daily)
+
+
+def emerging(view: GraphView, communities: Iterable[Community]) -> dict[str, float]:
+    histories = {
+        c.id: [
+            (datetime.combine(d, time(12), tzinfo=UTC), n)
+            for d, n in sorted(community_daily(view, c.entity_keys).items())
+        ]
+        for c in communities
+    }
+    histories = {k: v for k, v in histories.items() if v}
+    if not histories:
+        return {}
+    return {k: s.score for k, s in emerging_scores(histories).items()}
+
+
+def _iso(d: date | None) -> str:
+    return d.isoformat() if d else ""
+
+
+def _daily(d: Mapping[date, int]) -> tuple[tuple[str, int], ...]:
+    return tuple((k.isoformat(), v) for k, v in sorted(d.items()))
+
+
+def newest_time(view: GraphView) -> str:
+    times = [c.published_at for c in view.text_units.values()]
+    return max(times) if times else ""
+
+
+def assemble(
+    view: GraphView, state: JobState, communities: tuple[Community, ...], meta: SnapshotMeta
+) -> Snapshot:
+    """The snapshot tables from the view, the state's summaries, ids and reports."""
+    ids, deg = state.human_ids, degrees(view)
+    units_by_entity = view.entity_units
+    units_by_rel = view.relationship_units
+    ent_by_unit: dict[str, list[str]] = {}
+    for k, units in units_by_entity.items():
+        for u in units:
+            ent_by_unit.setdefault(u, []).append(k)
+    rel_by_unit: dict[str, list[str]] = {}
+    for k, units in units_by_rel.items():
+        for u in units:
+            rel_by_unit.setdefault(u, []).append(k)
+    entities = tuple(
+        _entity(k, e, ids, deg, state, units_by_entity.get(k, set()))
+        for k, e in sorted(view.entities.items())
+    )
+    relationships = tuple(
+        _relationship(k, r, ids, deg, state, units_by_rel.get(k, set()))
+        for k, r in sorted(view.relationships.items())
+    )
+    period = newest_time(view)[:10]
+    scores = emerging(view, communities)
+    by_id = {c.id: c for c in communities}
+    rels_by_entity = _relationships_by_entity(view)
+    snap_communities = tuple(
+        _community(
+            c,
+            by_id,
+            ids,
+            view,
+            rels_by_entity,
+            period,
+            scores.get(c.id, 0.0),
+            state.reports[c.id].title if c.id in state.reports else "",
+            state.size_history.get(c.id, ()),
+        )
+        for c in communities
+    )
+    reports = tuple(state.reports[c.id] for c in communities if c.id in state.reports)
+    units_by_doc: dict[str, list[str]] = {}
+    for unit in view.text_units.values():
+        units_by_doc.setdefault(unit.document_id, []).append(unit.id)
+    text_units = tuple(
+        SnapshotTextUnit(
+            u.id,
+            ids.get("text_unit", u.id) or 0,
+            u.text,
+            u.n_tokens,
+            u.document_id,
+            tuple(sorted(ent_by_unit.get(u.id, []))),
+            tuple(sorted(rel_by_unit.get(u.id, []))),
+            (),
+            u.published_at,
+            u.title,
+        )
+        for u in sorted(view.text_units.values(), key=lambda u: u.id)
+    )
+    documents = tuple(
+        SnapshotDocument(
+            d_id,
+            ids.get("document", d_id) or 0,
+            str(d.get("title", "")),
+            str(d.get("text", "")),
+            tuple(sorted(units_by_doc.get(d_id, []))),
+            str(d.get("published_at", "")),
+            dict(d.get("metadata") or {}),
+        )
+        for d_id, d in sorted(view.documents.items())
+    )
+    claims = tuple(
+        SnapshotClaim(
+            f.id,
+            ids.get("claim", f.id) or 0,
+            "claim",
+            f.claim_type,
+            f.description,
+            f.subject_name,
+            f.object_name,
+            f.status,
+            f.start_date,
+            f.end_date,
+            f.source_text,
+            "",
+        )
+        for _, agg in sorted(view.claims.items())
+        for f in agg.facts
+    )
+    return Snapshot(
+        meta, entities, relationships, snap_communities, reports, text_units, documents, claims
+    )
+
+
+def _entity(
+    k: str, e: EntityAggregate, ids: HumanIds, deg: Counter[str], state: JobState, units: set[str]
+) -> SnapshotEntity:
+    return SnapshotEntity(
+        k,
+        ids.get("entity", k) or 0,
+        e.name,
+        e.type,
+        summary(state, f"e:{k}", first(e.descriptions.values())),
+        tuple(sorted(units)),
+        e.mention_count,
+        deg[k],
+        e.document_count,
+        _iso(e.first_seen),
+        _iso(e.last_seen),
+        _daily(e.days.per_day()),
+    )
+
+
+def _relationship(
+    k: str,
+    r: RelationshipAggregate,
+    ids: HumanIds,
+    deg: Counter[str],
+    state: JobState,
+    units: set[str],
+) -> SnapshotRelationship:
+    return SnapshotRelationship(
+        k,
+        ids.get("relationship", k) or 0,
+        r.source_name,
+        r.target_name,
+        summary(state, f"r:{k}", first(r.descriptions.values())),
+        float(r.weight),
+        deg[r.source_key] + deg[r.target_key],
+        tuple(sorted(units)),
+        r.source_key,
+        r.target_key,
+        r.strength,
+        _iso(r.first_seen),
+        _iso(r.last_seen),
+    )
+
+
+def _relationships_by_entity(view: GraphView) -> dict[str, list[RelationshipAggregate]]:
+    """Each entity's relationships, so a community finds its internal edges from its members
+    instead of scanning every relationship of the graph once per community."""
+    out: dict[str, list[RelationshipAggregate]] = {}
+    for r in view.relationships.values():
+        out.setdefault(r.source_key, []).append(r)
+        out.setdefault(r.target_key, []).append(r)
+    return out
+
+
+def _community(
+    c: Community,
+    by_id: Mapping[str, Community],
+    ids: HumanIds,
+    view: GraphView,
+    rels_by_entity: Mapping[str, list[RelationshipAggregate]],
+    period: str,
+    score: float,
+    title: str,
+    size_history: tuple[tuple[int, int], ...] = (),
+) -> SnapshotCommunity:
+    hrid = ids.get("community", c.id) or 0
+    members = sorted(c.entity_keys)
+    rels = sorted(
+        {
+            r.key
+            for k in members
+            for r in rels_by_entity.get(k, ())
+            if r.source_key in c.entity_keys and r.target_key in c.entity_keys
+        }
+    )
+    units = sorted({u for k in members for u in view.entity_units.get(k, ())})
+    parent = ids.get("community", c.parent) if c.parent else None
+    return SnapshotCommunity(
+        c.id,
+        hrid,
+        hrid,
+        c.level,
+        parent if parent is not None else -1,
+        tuple(ids.get("community", ch) or 0 for ch in c.children if ch in by_id),
+        title,
+        tuple(members),
+        tuple(rels),
+        tuple(units),
+        period,
+        len(members),
+        _daily(community_daily(view, members)),
+        score,
+        size_history,
+    )
+
+
+def report_record(
+    community: Community,
+    content: Mapping[str, Any],
+    *,
+    ids: HumanIds,
+    period: str,
+    mode: str,
+    version: int,
+) -> SnapshotReport:
+    """A snapshot report from a writer's JSON (title, summary, rating, findings…)."""
+    hrid = ids.get("community", community.id) or 0
+    parent = ids.get("community", community.parent) if community.parent else None
+    findings = tuple(
+        {"summary": str(f.get("summary", "")), "explanation": str(f.get("explanation", ""))}
+        for f in content.get("findings", [])
+        if isinstance(f, Mapping)
+    )
+    title, text = str(content.get("title", "")), str(content.get("summary", ""))
+    body = "\n\n".join(
+        [f"# {title}", text, *(f"## {f['summary']}\n\n{f['explanation']}" for f in findings)]
+    )
+    return SnapshotReport(
+        community.id,
+        hrid,
+        hrid,
+        community.level,
+        parent if parent is not None else -1,
+        tuple(ids.get("community", ch) or 0 for ch in community.children),
+        title,
+        text,
+        body,
+        float(content.get("rating", 0.0) or 0.0),
+        str(content.get("rating_explanation", "")),
+        findings,
+        orjson.dumps(dict(content)).decode(),
+        period,
+        len(community.entity_keys),
+        mode,
+        0.0,
+        version,
+    )

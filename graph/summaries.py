@@ -1,0 +1,131 @@
+"""Which description sets to summarise in a run, and how a short one is shown without a writer.
+
+LLM calls follow the news, not the runs: a description set is re-summarised only when the
+descriptions its summary has not seen (added or gone) reach a share of the ones it was written
+from (``SummaryPolicy``), or when a summary missing anything is older than a maximum age. Until
+then the previous text stands. A summary the LLM refused waits for its retry time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from graph.aggregates import description_fingerprint
+from graph.graph_view import GraphView
+from graph.job_state import JobState, SummaryRecord, retry_blocked
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRequest:
+    """An entity or relationship whose description set changed materially since its last
+    summary."""
+
+    slot: str  # "e:<key>" or "r:<key>"
+    names: tuple[str, ...]  # entity name, or (source, target)
+    descriptions: tuple[str, ...]
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryPolicy:
+    """When a changed description set is worth another summary (an LLM call).
+
+    ``new_share``: the descriptions the summary has not seen (added or gone) must reach this
+    share of the ones it was written from; ``max_age_s``: a summary missing anything is
+    redone once it is this old. ``None`` as a policy means every change (free writers).
+    """
+
+    new_share: float
+    max_age_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryPlan:
+    requests: tuple[SummaryRequest, ...]  # sorted by slot
+    deferred: int  # changed sets whose change is not material yet
+    next_due_at: float | None  # unix time when a deferred or failed one becomes due
+
+
+def _ranked(tally_items: Iterable[tuple[str, int]]) -> tuple[str, ...]:
+    return tuple(d for d, _ in sorted(tally_items, key=lambda x: (-x[1], x[0])))
+
+
+def description_sets(view: GraphView) -> dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """slot -> (fingerprint, ranked descriptions, names) of every entity and relationship."""
+    out: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
+    for key, ent in view.entities.items():
+        out[f"e:{key}"] = (
+            description_fingerprint(ent),
+            _ranked(ent.descriptions.items),
+            (ent.name,),
+        )
+    for key, rel in view.relationships.items():
+        out[f"r:{key}"] = (
+            description_fingerprint(rel),
+            _ranked(rel.descriptions.items),
+            (rel.source_name, rel.target_name),
+        )
+    return out
+
+
+def _material(record: SummaryRecord, descriptions: tuple[str, ...], policy: SummaryPolicy) -> bool:
+    changed = len(record.basis.symmetric_difference(descriptions))
+    return changed >= policy.new_share * max(1, len(record.basis))
+
+
+def summaries_needed(
+    view: GraphView,
+    state: JobState,
+    policy: SummaryPolicy | None = None,
+    now: float = 0.0,
+) -> SummaryPlan:
+    """The description sets to summarise in this run (see ``SummaryPolicy``).
+
+    A set of fewer than two descriptions needs no writer and is always taken. A summary the
+    LLM refused waits for its retry time. Summaries of rows that no longer exist are dropped.
+    """
+    out: list[SummaryRequest] = []
+    deferred, due = 0, []
+    for slot, (fp, descs, names) in description_sets(view).items():
+        record = state.summaries.get(slot)
+        if record is not None and record.fingerprint == fp:
+            continue
+        if len(descs) >= 2 and retry_blocked(state, f"summary:{slot}", now):
+            due.append(state.failures[f"summary:{slot}"].next_retry_at)
+            continue
+        if (
+            policy is not None
+            and record is not None
+            and record.by == "llm"
+            and len(descs) >= 2
+            and now - record.written_at < policy.max_age_s
+            and not _material(record, descs, policy)
+        ):
+            deferred += 1
+            due.append(record.written_at + policy.max_age_s)
+            continue
+        out.append(SummaryRequest(slot, names, descs, fp))
+    live = {f"e:{k}" for k in view.entities} | {f"r:{k}" for k in view.relationships}
+    for slot in [s for s in state.summaries if s not in live]:
+        del state.summaries[slot]
+    for item in [i for i in state.failures if i.startswith("summary:") and i[8:] not in live]:
+        del state.failures[item]
+    return SummaryPlan(
+        tuple(sorted(out, key=lambda r: r.slot)), deferred, min(due) if due else None
+    )
+
+
+def join_descriptions(descriptions: Sequence[str]) -> str:
+    """A short description set shown as it is: each description once, as a sentence."""
+    parts = []
+    for d in descriptions:
+        text = d.strip()
+        if text:
+            parts.append(text if text[-1] in ".!?" else f"{text}.")
+    return " ".join(parts)
+
+
+def summary(state: JobState, slot: str, fallback: str = "") -> str:
+    record = state.summaries.get(slot)
+    return (record.text if record is not None else "") or fallback
