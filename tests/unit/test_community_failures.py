@@ -371,3 +371,20 @@ def test_a_new_leader_keeps_the_last_run_of_the_one_before(tmp_path: Path) -> No
         assert job._carried_over()["last_run"] == last
     finally:
         job._pool.shutdown(cancel_futures=True)
+
+
+def test_a_checkpoint_naming_the_old_module_of_jobstate_still_loads(tmp_path: Path) -> None:
+    from agents.community.state import CHECKPOINT, forget_state, job_dir, load_state
+
+    settings = settings_for(tmp_path)
+    written = JobState(view=base_world().view, offsets={0: 7})
+    old = pickle.dumps(written, protocol=0).replace(
+        b"cgraph.job_state\nJobState\n", b"cgraph.community_run\nJobState\n"
+    )
+    assert b"graph.community_run" in old
+    job_dir(settings).mkdir(parents=True)
+    (job_dir(settings) / CHECKPOINT).write_bytes(old)
+    forget_state(settings)
+    state = load_state(settings)
+    assert type(state) is JobState and state.offsets == {0: 7}
+    assert state.view.entities.keys() == written.view.entities.keys()
