@@ -18,13 +18,10 @@ from streams.app import create_app
 from streams.topology import Topology, declare
 
 
-def build(settings: Settings, *, agents: bool = True) -> Topology:
-    """The faust app with its topics and tables declared and, unless ``agents`` is False,
-    every agent registered."""
+def build(settings: Settings) -> Topology:
+    """The faust app with its topics and tables declared and every agent registered."""
     ensure_offline_bpe()  # before any tokenizer use in this process
     topo = declare(settings, create_app(settings))
-    if not agents:
-        return topo
     # the model and the embedder, built once (offline stand-ins when none is configured)
     clients = Clients.from_settings(settings)
     # documents → chunks (text units cut by tokens; corrections retract what they replace)
