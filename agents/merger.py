@@ -68,7 +68,8 @@ from streams.codecs import (
     encode_item_retraction,
 )
 from streams.dlq import send_dead_letter
-from streams.topology import Tables, Topology
+from streams.rows import RowCache
+from streams.topology import Topology
 
 log = logging.getLogger(__name__)
 
@@ -206,46 +207,15 @@ KINDS = {
 }
 
 
-class RowCache:
-    """Rows read or written within one batch, so repeated keys see the batch's own writes."""
-
-    def __init__(self, tables: Tables) -> None:
-        self.tables = tables
-        self.rows: dict[tuple[str, str], Any] = {}
-        self.events: dict[tuple[str, str], Any] = {}
-
-    def get(self, event: Any, table: str, key: str) -> Any:
-        if (table, key) not in self.rows:
-            with as_current(event):
-                self.rows[(table, key)] = self.tables.named(table).get(key)
-        return self.rows[(table, key)]
-
-    def put(self, event: Any, table: str, key: str, value: Any) -> None:
-        self.rows[(table, key)] = value
-        self.events[(table, key)] = event
-
-    def flush(self) -> None:
-        """Write the batch's rows: contributions first, then aggregates, then counters.
-
-        The writes are not atomic, so their order and the versions they carry make a crash in
-        between recoverable (see ``_merge_one``): a contribution row records the version the
-        aggregate reached when it absorbed (or, as a tombstone, released) that contribution,
-        and a document counter the version it belongs to. A redelivered item whose
-        contribution row is newer than its aggregate is applied or released again (the
-        aggregate write was lost); a counter older than its contribution is brought up to
-        date. Deleted rows stay as small tombstones, so versions never restart.
-        """
-        order = sorted(self.events.items(), key=lambda kv: _FLUSH_RANK.get(kv[0][0], 1))
-        for (table, key), event in order:
-            value = self.rows[(table, key)]
-            with as_current(event):
-                if value is None:
-                    self.tables.named(table).pop(key, None)
-                else:
-                    self.tables.named(table)[key] = value
-
-
-_FLUSH_RANK = {
+# Write order of a batch's rows: contributions first, then aggregates, then counters. The
+# writes are not atomic, so their order and the versions they carry make a crash in between
+# recoverable (see ``_merge_one``): a contribution row records the version the aggregate
+# reached when it absorbed (or, as a tombstone, released) that contribution, and a document
+# counter the version it belongs to. A redelivered item whose contribution row is newer than
+# its aggregate is applied or released again (the aggregate write was lost); a counter older
+# than its contribution is brought up to date. Deleted rows stay as small tombstones, so
+# versions never restart.
+FLUSH_RANK = {
     "entity_contributions": 0,
     "relationship_contributions": 0,
     "claim_contributions": 0,
@@ -404,7 +374,7 @@ def register_merger(topo: Topology, spec: MergeKind) -> None:
     @topo.app.agent(source, name=f"{topo.settings.namespace}.{spec.kind}-merger")
     async def merger(stream: Any) -> None:
         async for batch in finished_batches(stream, 500, within=0.5):
-            cache = RowCache(topo.tables)
+            cache = RowCache(topo.tables, FLUSH_RANK)
             pending: list[Any] = []
             for n, event in enumerate(batch, 1):
                 if not n % YIELD_EVERY:

@@ -9,12 +9,13 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from agents.merger import KINDS, RowCache, _merge_one
+from agents.merger import FLUSH_RANK, KINDS, _merge_one
 from graph.aggregates import EntityAggregate, RelationshipAggregate
 from graph.contributions import chunk_contributions
 from graph.merge_codec import from_dict
 from graph.model import Chunk, ChunkExtraction, EntityMention, RelationshipMention
 from streams.codecs import ItemRetraction
+from streams.rows import RowCache
 
 
 class DictTopo:
@@ -60,7 +61,7 @@ def _items(n: int) -> list[tuple[str, Any]]:
 
 def _run(topo: DictTopo, items: list[tuple[str, Any]], lose: frozenset[str] = frozenset()) -> None:
     """One batch; rows of the tables in ``lose`` are never written (the crash)."""
-    caches = {kind: RowCache(topo) for kind in ("entity", "relationship")}  # type: ignore[arg-type]
+    caches = {kind: RowCache(topo, FLUSH_RANK) for kind in ("entity", "relationship")}  # type: ignore[arg-type]
     for kind, item in items:
         _merge_one(caches[kind], _event(), KINDS[kind], item, 12)
     for cache in caches.values():
