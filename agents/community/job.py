@@ -30,6 +30,7 @@ import logging
 import multiprocessing
 import os
 import time
+from collections.abc import AsyncIterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
@@ -182,6 +183,23 @@ class CommunityJob:
         if time.monotonic() - self._last_status_write >= HEARTBEAT_S:
             self._set_status()
 
+    @contextlib.asynccontextmanager
+    async def _heartbeats(self) -> AsyncIterator[None]:
+        """Write the status every ``HEARTBEAT_S`` while the body awaits (a run in the child)."""
+
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(HEARTBEAT_S)
+                self._set_status()
+
+        task = asyncio.ensure_future(beat())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
     async def run_forever(self) -> None:
         await _ensure_leader_topic(self.settings)
         bootstrap = self.settings.kafka.bootstrap_servers
@@ -299,7 +317,8 @@ class CommunityJob:
         changes, offsets = self.feed.take()
         started = time.monotonic()
         self._set_status(state="running", pending_changes=len(changes))
-        result = await self._in_pool(runner.run, self._settings_json, changes, offsets)
+        async with self._heartbeats():  # a long run must not look like a dead job
+            result = await self._in_pool(runner.run, self._settings_json, changes, offsets)
         self.runs += 1
         self._consecutive_failures = 0
         self._next_due_at = result.get("next_due_at")

@@ -8,6 +8,7 @@ The job's parent loop is tested for a child process that dies.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pickle
@@ -388,3 +389,23 @@ def test_a_checkpoint_naming_the_old_module_of_jobstate_still_loads(tmp_path: Pa
     state = load_state(settings)
     assert type(state) is JobState and state.offsets == {0: 7}
     assert state.view.entities.keys() == written.view.entities.keys()
+
+
+async def test_the_status_keeps_its_heartbeat_during_a_long_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agents.community.job as job_module
+    from core.job_status import read_status
+
+    monkeypatch.setattr(job_module, "HEARTBEAT_S", 0.05)
+    job = CommunityJob(settings_for(tmp_path))
+    try:
+        job._set_status(state="running")
+        first = read_status(job.settings)
+        async with job._heartbeats():
+            await asyncio.sleep(0.3)  # a run in the child process
+        later = read_status(job.settings)
+        assert first is not None and later is not None
+        assert later.updated_at > first.updated_at and later.state == "running"
+    finally:
+        job._pool.shutdown(cancel_futures=True)
