@@ -45,6 +45,19 @@ def committable(app: Any, message: Any) -> bool:
     )
 
 
+def withhold(consumer: Any, message: Any) -> bool:
+    """Mark ``message`` done without recording its offset for a commit: it leaves the
+    consumer's unacked set (so ``wait_empty`` stops waiting for it) and is fetched again from
+    the committed offset. False if it was already acked."""
+    with ack_lock:
+        if message.acked:
+            return False
+        message.acked = True
+        consumer._unacked_messages.discard(message)
+        notify(consumer._waiting_for_ack)
+    return True
+
+
 def guard_acks(app: Any, consumer: Any) -> None:
     """Make ``consumer.ack`` ignore, for commits, messages that are not ``committable``."""
     ack = consumer.ack
@@ -53,14 +66,10 @@ def guard_acks(app: Any, consumer: Any) -> None:
     def guarded_ack(message: Any) -> bool:
         if committable(app, message):
             return bool(ack(message))
-        with ack_lock:
-            if message.acked:
-                return False
-            message.acked = True
-            consumer._unacked_messages.discard(message)
-            stats["withheld"] += 1
-            stats["skipped"] += not message.tracked  # no stream ever started on it
-            notify(consumer._waiting_for_ack)
+        if not withhold(consumer, message):
+            return False
+        stats["withheld"] += 1
+        stats["skipped"] += not message.tracked  # no stream ever started on it
         if stats["withheld"] in (1, 10, 100) or not stats["withheld"] % 1000:
             log.info(
                 "withheld the ack of %d message(s) finished or skipped (%d) during a "

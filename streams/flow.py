@@ -28,8 +28,20 @@ consumer) close both:
   fetched again after the seek are dropped as duplicates of ones already on their way, instead
   of the messages in between being taken for a gap.
 
-These read faust-streaming 0.15 internals (``_read_offset``, ``flow_active``), hence the pin
-in ``pyproject.toml``.
+Clearing the queues (when a rebalance starts, and when a suspended flow resumes) drops
+events whose messages other agents may hold too: a message on a topic that two agents consume
+(``chunks``: the extractor and the text embedder) counts one reference per agent, and faust's
+clear neither releases the dropped agent's reference nor lets a delivery that waits for room
+in a full queue finish (it cancels it). When one agent is behind (the text embedder while
+Weaviate is down) and the other already finished the message, the message stays half-acked
+for good; ``wait_empty`` then waits for it forever and the rebalance never ends. Here a clear
+releases each dropped event's reference (a message whose last reference goes is withheld:
+done, not committed, fetched again from the committed offset) and wakes the waiting
+deliveries instead of cancelling them: their events arrive after the clear and are skipped
+and released by the stream, as events of a stopped flow or an old generation always are.
+
+These read faust-streaming 0.15 and mode internals (``_read_offset``, ``flow_active``, a
+queue's ``_queue`` and ``_putters``), hence the pins in ``pyproject.toml``.
 """
 
 from __future__ import annotations
@@ -39,6 +51,8 @@ from typing import Any
 
 from faust.transport.consumer import ensure_TP
 from mode.utils.queues import FlowControlEvent
+
+from streams.acks import withhold
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +73,31 @@ class GuardedFlowControl(FlowControlEvent):
         if consumer is not None:
             consumer._read_offset.clear()
         super().resume()
+
+    def clear(self) -> None:
+        consumer = self._app._consumer
+        queues: list[Any] = list(self._queues)  # asyncio.Queue internals below
+        for queue in queues:
+            dropped = list(queue._queue)
+            waiting = list(getattr(queue, "_putters", ()))
+            queue._putters.clear()  # so that faust's clear cancels none of them
+            queue.clear()
+            for putter in waiting:
+                if not putter.done():
+                    putter.set_result(None)  # the delivery goes on into the emptied queue
+            if consumer is not None:
+                for item in dropped:
+                    release(consumer, item)
+
+
+def release(consumer: Any, item: Any) -> None:
+    """Give up one agent's reference to a dropped event's message; when it was the last,
+    the message is withheld (see ``streams.acks``), never acked for a commit."""
+    message = getattr(item, "message", None)
+    if message is None or message.acked:
+        return
+    if not message.decref():
+        withhold(consumer, message)
 
 
 def guard_seeks(consumer: Any) -> None:

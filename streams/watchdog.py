@@ -11,14 +11,19 @@ committed offset stops for good while every agent waits, idle. The group's lag n
 Every ``interval_s`` the watchdog looks at each assigned partition of the topics the agents
 consume. A partition is stalled when it has messages beyond its committed offset, none of its
 messages is being processed (no unacked message of it), and neither its read position nor its
-committed offset has moved for ``stall_s`` while no rebalance or recovery was under way. For
+committed offset has moved for ``stall_s`` while no rebalance or recovery was under way and no
+agent was behind. An agent that is behind (the embedders while Weaviate is down) fills its
+queue, and faust's delivery of every topic then waits for room in it: partitions of other
+topics stand still too, but nothing is lost, and a rebalance would only stop the whole worker
+until the slow agent finishes its batch. For
 a stalled partition it logs a warning with what faust believes about it and asks the consumer
 group for a rebalance (``repair``): faust's own hand-over path then seeks every partition it
 keeps back to its committed offset. Messages already processed are delivered again; every
 agent here is idempotent, so they change nothing. ``kill -HUP <worker pid>`` forces a repair.
 
 The checks read faust's consumer bookkeeping (``_committed_offset``, ``_read_offset``,
-``_unacked_messages``, ``_paused_partitions``, ``_active_partitions``) and the repair calls
+``_unacked_messages``, ``_paused_partitions``, ``_active_partitions``,
+``_buffered_partitions``) and the repair calls
 aiokafka's ``request_rejoin`` on the consumer's thread: private parts of faust-streaming 0.15
 and aiokafka 0.14, read only apart from that one call.
 """
@@ -55,8 +60,15 @@ class StallWatch:
     repairs: int = 0
 
     def _busy(self) -> bool:
+        """A rebalance or recovery is under way, or an agent is behind: its queue is under
+        pressure (faust took its partition out of the active ones), so deliveries wait."""
         app = self.app
-        return bool(app.rebalancing or app.in_recovery or not app.consumer.flow_active)
+        return bool(
+            app.rebalancing
+            or app.in_recovery
+            or not app.consumer.flow_active
+            or app.consumer._buffered_partitions
+        )
 
     def stalled(self, now: float) -> list[tuple[Any, dict[str, Any]]]:
         """Partitions stalled for ``stall_s`` (with what faust knows of each)."""

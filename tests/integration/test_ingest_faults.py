@@ -1,5 +1,6 @@
 """Nothing is lost or half-done when the outside world fails: a Weaviate that goes away for a
-minute mid-stream, and an LLM that rate-limits and answers garbage.
+minute mid-stream (with a rebalance while the embedders wait for it), and an LLM that
+rate-limits and answers garbage.
 
 The Weaviate test runs its own Weaviate (other ports, its own state directory) so stopping it
 never disturbs the session's shared one. The LLM test runs the scripted OpenAI-compatible
@@ -9,6 +10,8 @@ server in this process and points a worker at it.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,6 +118,11 @@ async def test_vectors_written_while_weaviate_was_down_arrive_once_it_is_back(
             what=f"the graph to be merged while Weaviate is down\n{worker.log_tail()}",
         )
         assert await consumer_lag(settings) > 0, "offsets were committed past unwritten vectors"
+        # a rebalance while the embedders wait (a worker joins, or the stall watchdog's
+        # repair): it must end once they are through, not wait for ever on messages that
+        # one agent finished and the other had only queued
+        assert worker.proc is not None
+        os.kill(worker.proc.pid, signal.SIGHUP)
         await asyncio.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down_at)))
         assert worker.proc is not None and worker.proc.poll() is None, worker.log_tail()
         weaviate.up(settings)  # the same state directory, so what was written before is there

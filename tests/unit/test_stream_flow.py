@@ -133,3 +133,94 @@ async def test_faust_alone_resets_it_while_messages_flow() -> None:
     await app.consumer.perform_seek()
     assert app.consumer._read_offset[TP0] == 347
     app.consumer._thread.thread_loop.close()
+
+
+# Clearing the queues when a rebalance starts: a message that two agents consume (``chunks``:
+# the extractor and the text embedder) is dropped from the queue of the one that is behind.
+
+
+class _Event:
+    """What a channel's queue holds: an event pointing at its message."""
+
+    def __init__(self, message: Any) -> None:
+        self.message = message
+
+
+def _message(offset: int, *, references: int) -> Any:
+    from faust.types.tuples import Message
+
+    msg = Message(TP0.topic, TP0.partition, offset, 0.0, 0, None, None, b"v", None, tp=TP0)
+    msg.incref(references)  # one per agent it was delivered to, as faust's conductor does
+    return msg
+
+
+def _tracked(app: Any, msg: Any) -> None:
+    msg.tracked = True  # an agent's stream has started on it
+    app.consumer._unacked_messages.add(msg)
+
+
+async def test_a_dropped_event_whose_other_agent_finished_it_is_done_but_not_committed(
+    app: Any,
+) -> None:
+    """The extractor finished offset 38; the text embedder (behind, Weaviate down) still had
+    it queued. Without the release it stays unacked and ``wait_empty`` waits for ever."""
+    msg = _message(38, references=2)
+    _tracked(app, msg)
+    msg.ack(app.consumer)  # the extractor's reference
+    queue = _queue_with(app)
+    queue.put_nowait(_Event(msg))
+    app.flow_control.suspend()
+    app.flow_control.clear()
+    assert queue.qsize() == 0
+    assert msg.acked and msg.refcount == 0
+    assert msg not in app.consumer._unacked_messages
+    assert not app.consumer._acked.get(TP0), "a withheld message must not count for a commit"
+
+
+async def test_a_dropped_event_another_agent_still_holds_keeps_that_reference(
+    app: Any,
+) -> None:
+    msg = _message(39, references=2)
+    _tracked(app, msg)
+    queue = _queue_with(app)
+    queue.put_nowait(_Event(msg))
+    app.flow_control.suspend()
+    app.flow_control.clear()
+    assert msg.refcount == 1 and not msg.acked
+    assert msg in app.consumer._unacked_messages
+
+
+async def _blocked_delivery(app: Any) -> tuple[Any, Any]:
+    """A delivery waiting for room in a full queue, as faust's conductor waits."""
+    import asyncio
+
+    queue = app.FlowControlQueue(maxsize=1, clear_on_resume=True)
+    queue.put_nowait(_Event(_message(40, references=1)))
+    task = asyncio.ensure_future(queue.put(_Event(_message(41, references=1))))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert not task.done() and queue._putters, "the delivery should wait for room"
+    return queue, task
+
+
+async def test_a_delivery_waiting_for_room_goes_on_into_the_cleared_queue(app: Any) -> None:
+    """faust cancels it, losing the event's reference; here it finishes, and the stream then
+    skips and releases the event as one of a stopped flow."""
+    queue, task = await _blocked_delivery(app)
+    app.flow_control.suspend()
+    app.flow_control.clear()
+    await task
+    assert queue.qsize() == 1
+    assert queue.get_nowait().message.offset == 41
+
+
+async def test_faust_alone_cancels_that_delivery() -> None:
+    app = _app(faust.App)
+    queue, task = await _blocked_delivery(app)
+    app.flow_control.suspend()
+    app.flow_control.clear()
+    with pytest.raises(BaseException) as caught:
+        await task
+    assert type(caught.value).__name__ == "CancelledError"
+    assert queue.qsize() == 0
+    app.consumer._thread.thread_loop.close()

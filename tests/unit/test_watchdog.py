@@ -61,6 +61,7 @@ class FakeConsumer:
     _unacked_messages: set[Any] = field(default_factory=set)
     _paused_partitions: set[TP] = field(default_factory=set)
     _active_partitions: set[TP] = field(default_factory=set)
+    _buffered_partitions: set[TP] = field(default_factory=set)
 
     def assignment(self) -> set[TP]:
         return set(self.ends)
@@ -135,6 +136,20 @@ def test_nothing_is_judged_during_a_rebalance_and_the_clock_restarts_after_it() 
     app.rebalancing = False
     assert watch.stalled(41.0) == []  # clock restarted at 41
     assert len(watch.stalled(72.0)) == 1
+
+
+def test_nothing_is_stalled_while_an_agent_is_behind_its_queue() -> None:
+    """The embedders wait for Weaviate; their full queues hold up faust's delivery of every
+    topic, so the merger's partitions stand still too. That is back-pressure, not a stall: a
+    rebalance would stop the whole worker until the embedders finish their batch."""
+    watch, consumer = _watch()
+    behind = TP("ns.chunks", 1)
+    consumer._buffered_partitions.add(behind)
+    watch.stalled(0.0)
+    assert watch.stalled(600.0) == []
+    consumer._buffered_partitions.discard(behind)  # the pressure drops: a fresh clock
+    assert watch.stalled(601.0) == []
+    assert len(watch.stalled(632.0)) == 1
 
 
 async def test_repair_asks_for_a_rebalance_on_the_consumer_thread() -> None:
