@@ -201,6 +201,15 @@ class CommunitySettings(BaseModel):
         description="Member drift (Jaccard distance) a report tolerates before membership "
         "alone makes it stale; within it, new members count as unreflected evidence",
     )
+    frontier_tolerance: float = Field(
+        0.25,
+        ge=0,
+        lt=1,
+        description="Share of its weighted degree an entity's links must change by (since it "
+        "was last placed) before re-clustering may move it; below it the entity keeps its "
+        "community, so a hub touched by every article does not reshuffle its neighbourhood "
+        "(0: any change)",
+    )
     keep_snapshots: int = Field(5, ge=1, description="Snapshots kept on disk")
     report_max_tokens: int = Field(8000, ge=200, description="Token budget of a report context")
     summary_join_max_tokens: int = Field(

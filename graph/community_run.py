@@ -44,6 +44,7 @@ class RunParams:
     materiality_threshold: float
     report_max_tokens: int
     membership_tolerance: float = 0.0
+    frontier_tolerance: float = 0.0
 
 
 # ---- clustering, ids, lineage ------------------------------------------------------------
@@ -73,6 +74,7 @@ def cluster(
         max_cluster_size=params.max_cluster_size,
         seed=params.seed,
         previous=state.hierarchy,
+        frontier_tolerance=params.frontier_tolerance,
     )
     stable = assign_community_ids(
         hierarchy, state.communities, state.human_ids, threshold=params.jaccard_threshold

@@ -14,11 +14,19 @@ Determinism. The graph is canonical (``graph.leiden_graph``) and the seed comes 
 hierarchy whatever order edges and nodes arrive in. Labels are our own (descending size, then
 smallest member).
 
-Warm start and reuse. Every Leiden run in the tree starts from the previous hierarchy's labels,
-intact previous communities fixed (``graph.leiden_partition``). A community whose members are
-identical to a previous split community and none of them changed has exactly the previous
-induced subgraph, so its previous sub-hierarchy is copied instead of re-partitioned: reuse never
-serves stale structure.
+Warm start, frontier and reuse. Every Leiden run in the tree starts from the previous
+hierarchy's labels (``graph.leiden_partition``). Only the *frontier* may move: new nodes, and
+nodes whose incident weight changed materially since they were last placed, by at least
+``frontier_tolerance`` of their weighted degree (without a recorded degree, any change counts).
+Every other node keeps its previous community. A hub that every run touches a little (a
+country, a central bank) therefore stays put, and so do the communities around it; a new
+entity linked to it is free to join it. Changes below the tolerance accumulate against the
+degree recorded when the node was last placed (``Hierarchy.strengths``), so many small ones
+free the node in the end. A community whose members are identical to a previous split
+community and none of them is on the frontier keeps its previous sub-hierarchy (copied, not
+re-partitioned): the cost of a run follows the change, not the size of the graph. With
+``frontier_tolerance=0`` every changed node is on the frontier and reuse never serves
+structure built on other edges than today's.
 
 Labels are not stable ids: they are renumbered every run. ``graph.community_ids`` turns them
 into stable ids by member overlap.
@@ -31,9 +39,9 @@ stays here, at the path the checkpoint names.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import compress
-from operator import eq, ne
+from operator import eq
 
 from graph.leiden_graph import HierarchyError, WeightedGraph, gc_paused, node_digests
 from graph.leiden_partition import (
@@ -56,13 +64,21 @@ class Hierarchy:
     ``levels[l]`` maps a label to its members; ``parents[l]`` maps a level-``l`` label to its
     parent's label at level ``l - 1`` (empty for level 0). ``digests`` maps each node to a
     64-bit digest of its incident weighted edges, so the next run can tell what changed.
-    ``modularity`` is that of level 0 on the whole graph.
+    ``modularity`` is that of level 0 on the whole graph. ``strengths`` maps each node to its
+    weighted degree when it was last placed (on the frontier), against which the next run
+    measures how much it changed; empty in a hierarchy from before it was recorded.
     """
 
     levels: tuple[Mapping[int, frozenset[str]], ...]
     parents: tuple[Mapping[int, int], ...]
     modularity: float
     digests: Mapping[str, int]
+    strengths: Mapping[str, float] = field(default_factory=dict)
+
+    def placed_strengths(self) -> Mapping[str, float]:
+        """``strengths``, also for a hierarchy unpickled from a checkpoint written before the
+        field existed (it then has no such attribute: every changed node is on the frontier)."""
+        return getattr(self, "strengths", None) or {}
 
     def children(self, level: int, label: int) -> list[int]:
         """Labels one level down whose parent is ``label``, in label order."""
@@ -95,6 +111,7 @@ class Hierarchy:
             "parents": [{str(c): p for c, p in sorted(pv.items())} for pv in self.parents],
             "modularity": self.modularity,
             "digests": dict(sorted(self.digests.items())),
+            "strengths": dict(sorted(self.placed_strengths().items())),
         }
 
     @classmethod
@@ -111,9 +128,13 @@ class Hierarchy:
             )
             digests = {str(k): int(d) for k, d in data["digests"].items()}  # type: ignore[attr-defined]
             modularity = float(data["modularity"])  # type: ignore[arg-type]
+            strengths = {
+                str(k): float(v)
+                for k, v in data.get("strengths", {}).items()  # type: ignore[attr-defined]
+            }
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise HierarchyError(f"malformed hierarchy state: {e!r}") from e
-        return cls(levels, parents, modularity, digests)
+        return cls(levels, parents, modularity, digests, strengths)
 
     @classmethod
     def from_paths(cls, paths: Mapping[str, int | Sequence[int]]) -> Hierarchy:
@@ -150,10 +171,11 @@ def hierarchical_leiden(
     seed: int = DEFAULT_SEED,
     previous: Hierarchy | Mapping[str, int | Sequence[int]] | None = None,
     n_iterations: int | None = None,
+    frontier_tolerance: float = 0.0,
 ) -> Hierarchy:
     """Partition ``graph`` into a hierarchy whose leaves have at most ``max_cluster_size``
     members, warm-started from ``previous`` (a ``Hierarchy``, or node → level-0 label or leaf
-    path).
+    path), only the frontier free to move (see the module docstring).
 
     ``n_iterations`` is leidenalg's, for every run in the tree; by default 2 from scratch
     (leidenalg's default) and 1 when warm-started, which starts next to a local optimum and
@@ -162,8 +184,12 @@ def hierarchical_leiden(
     """
     if max_cluster_size < 2:
         raise HierarchyError(f"max_cluster_size must be >= 2, got {max_cluster_size}")
+    if not 0.0 <= frontier_tolerance < 1.0:
+        raise HierarchyError(f"frontier_tolerance must be in [0, 1), got {frontier_tolerance}")
     with gc_paused():
-        return _hierarchical_leiden(graph, max_cluster_size, seed, previous, n_iterations)
+        return _hierarchical_leiden(
+            graph, max_cluster_size, seed, previous, n_iterations, frontier_tolerance
+        )
 
 
 def _hierarchical_leiden(
@@ -172,23 +198,63 @@ def _hierarchical_leiden(
     seed: int,
     previous: Hierarchy | Mapping[str, int | Sequence[int]] | None,
     n_iterations: int | None,
+    tolerance: float,
 ) -> Hierarchy:
     if previous is not None and not isinstance(previous, Hierarchy):
         previous = Hierarchy.from_paths(previous)
     source = [a for a, _ in graph.edges]
     target = [b for _, b in graph.edges]
     digests = node_digests(graph.nodes, source, target, graph.weights)
-    prev = _prepare_previous(graph, previous, digests) if previous is not None else None
+    strengths = [0.0] * len(graph.nodes)
+    for a, b, w in zip(source, target, graph.weights, strict=True):
+        strengths[a] += w
+        strengths[b] += w
+    prev = None
+    placed = dict(zip(graph.nodes, strengths, strict=True))
+    if previous is not None:
+        prev, placed = _prepare_previous(graph, previous, digests, strengths, tolerance)
     if n_iterations is None:
         n_iterations = 2 if previous is None else 1
     ctx = RunInputs(
         graph.nodes, source, target, graph.weights, max_cluster_size, seed, n_iterations, prev
     )
     top, modularity = _level_zero(ctx)
-    return _flatten(ctx, top, modularity, dict(zip(graph.nodes, digests, strict=True)))
+    return _flatten(ctx, top, modularity, dict(zip(graph.nodes, digests, strict=True)), placed)
 
 
-def _prepare_previous(graph: WeightedGraph, prev: Hierarchy, digests: list[int]) -> PreviousRun:
+def _frontier(
+    graph: WeightedGraph,
+    prev: Hierarchy,
+    digests: Sequence[int],
+    strengths: Sequence[float],
+    tolerance: float,
+) -> tuple[list[bool], dict[str, float]]:
+    """Per node whether it is on the frontier (new, or changed by at least ``tolerance`` of
+    its weighted degree since it was last placed), and the degree each node was last placed
+    at: today's for the frontier, the recorded one for the others."""
+    recorded = prev.placed_strengths()
+    frontier: list[bool] = []
+    placed: dict[str, float] = {}
+    for key, digest, now in zip(graph.nodes, digests, strengths, strict=True):
+        before = recorded.get(key)
+        if prev.digests.get(key) == digest:
+            moved = False
+        elif before is None or key not in prev.digests:
+            moved = True
+        else:
+            moved = abs(now - before) >= tolerance * max(now, before)
+        frontier.append(moved)
+        placed[key] = now if moved or before is None else before
+    return frontier, placed
+
+
+def _prepare_previous(
+    graph: WeightedGraph,
+    prev: Hierarchy,
+    digests: Sequence[int],
+    strengths: Sequence[float],
+    tolerance: float,
+) -> tuple[PreviousRun, dict[str, float]]:
     labels: list[list[int | None]] = []
     for communities in prev.levels:
         label_of: dict[str, int] = {}
@@ -200,8 +266,8 @@ def _prepare_previous(graph: WeightedGraph, prev: Hierarchy, digests: list[int])
         for label, parent in sorted(parents.items()):
             children.setdefault((level - 1, parent), []).append(label)
     reusable = {prev.levels[lv][lab]: (lv, lab) for lv, lab in children}
-    changed = list(map(ne, map(prev.digests.get, graph.nodes), digests))
-    return PreviousRun(prev.levels, labels, changed, reusable, children)
+    frontier, placed = _frontier(graph, prev, digests, strengths, tolerance)
+    return PreviousRun(prev.levels, labels, frontier, reusable, children), placed
 
 
 def _level_zero(ctx: RunInputs) -> tuple[list[_Node], float]:
@@ -285,9 +351,10 @@ def _split(ctx: RunInputs, members: list[int], edges: list[int], depth: int) -> 
 
 
 def _reuse(ctx: RunInputs, members: list[int]) -> _Node | None:
-    """The previous sub-hierarchy of an identical community none of whose members changed."""
+    """The previous sub-hierarchy of an identical community none of whose members is on the
+    frontier."""
     prev = ctx.prev
-    if prev is None or any(map(prev.changed.__getitem__, members)):
+    if prev is None or any(map(prev.frontier.__getitem__, members)):
         return None
     found = prev.reusable.get(frozenset(map(ctx.keys.__getitem__, members)))
     if found is None:
@@ -303,7 +370,11 @@ def _copy_subtree(prev: PreviousRun, level: int, label: int, index: Mapping[str,
 
 
 def _flatten(
-    ctx: RunInputs, top: list[_Node], modularity: float, digests: Mapping[str, int]
+    ctx: RunInputs,
+    top: list[_Node],
+    modularity: float,
+    digests: Mapping[str, int],
+    strengths: Mapping[str, float],
 ) -> Hierarchy:
     """Label the tree level by level, breadth first, children by size then smallest member."""
     keys = ctx.keys
@@ -322,4 +393,4 @@ def _flatten(
             kids = sorted(node.children, key=lambda c: (-len(c.members), c.members[0]))
             below.extend((child, label) for child in kids)
         frontier = below
-    return Hierarchy(tuple(levels), tuple(parents), modularity, digests)
+    return Hierarchy(tuple(levels), tuple(parents), modularity, digests, strengths)

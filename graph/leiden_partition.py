@@ -9,12 +9,12 @@ would be one more knob to tune; granularity comes from the recursion (``graph.le
 Warm start. Each run starts from the previous run's labels of its nodes
 (``initial_membership``). A new node takes the previous label holding the heaviest total edge
 weight among its neighbours, else a fresh singleton label; previous communities that lost their
-connectivity start as their connected pieces. A node is *changed* when its incident weighted
-edges differ from the previous run (``graph.leiden_graph.node_digests``). A previous community
-that is *intact* — all its members still in this run's node set and none changed — starts fixed
-(leidenalg ``is_membership_fixed``): other nodes may join it, but nothing far from a change is
-reshuffled. Without this an unchanged graph is not a fixed point (every bounded Leiden run still
-finds small gains and moves communities around), and every such move would cost a report.
+connectivity start as their connected pieces. Only the *frontier* (``graph.leiden`` decides it:
+new nodes and nodes whose incident weight changed materially) may move; every other node
+starts fixed in its previous community (leidenalg ``is_membership_fixed``): frontier nodes may
+join or leave it, but nothing off the frontier is reshuffled. Without this an unchanged graph
+is not a fixed point (every bounded Leiden run still finds small gains and moves communities
+around), and every such move would cost a report.
 
 Contraction. Fixed members of one starting community enter leidenalg contracted into one fixed
 node (their edges kept, internal ones as self-loops, so modularity is that of the whole graph):
@@ -26,7 +26,6 @@ this module sees the previous hierarchy only as ``PreviousRun``, indexed by this
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress
@@ -42,7 +41,7 @@ class PreviousRun:
 
     levels: tuple[Mapping[int, frozenset[str]], ...]  # the previous communities per level
     labels: list[list[int | None]]  # per level, per node index: previous label, None if none
-    changed: list[bool]  # per node index: new, or its incident edges differ
+    frontier: list[bool]  # per node index: free to move this run (new, or materially changed)
     reusable: dict[frozenset[str], tuple[int, int]]  # split community's members → (level, label)
     children: dict[tuple[int, int], list[int]]  # (level, label) → child labels
 
@@ -77,7 +76,7 @@ def warm_start(
     weights: Sequence[float],
 ) -> _Start | None:
     """Initial membership from the nodes' previous labels at ``level`` (see the module
-    docstring), and which nodes stay fixed: the members of intact previous communities.
+    docstring), and which nodes stay fixed: those with a previous label, off the frontier.
     ``g`` is the run's graph, whose edges ``ls``, ``lt`` are indexes into ``nodes``."""
     prev = ctx.prev
     if prev is None or level >= len(prev.labels):
@@ -85,27 +84,13 @@ def warm_start(
     labels = list(map(prev.labels[level].__getitem__, nodes))
     if labels.count(None) == len(labels):
         return None
-    intact = _intact(prev, nodes, labels, level)
-    fixed = list(map(intact.__contains__, labels))
+    free = map(prev.frontier.__getitem__, nodes)
+    fixed = [lab is not None and not f for lab, f in zip(labels, free, strict=True)]
     full = _adopt_new_nodes(labels, ls, lt, weights) if None in labels else labels
     same = map(eq, map(full.__getitem__, ls), map(full.__getitem__, lt))
     inside = list(compress(range(len(ls)), same))
     pieces = g.subgraph_edges(inside, delete_vertices=False).connected_components()
     return _Start(list(pieces), fixed)
-
-
-def _intact(
-    prev: PreviousRun, nodes: Sequence[int], labels: Sequence[int | None], level: int
-) -> set[int | None]:
-    """Previous labels all of whose members are here and unchanged."""
-    count = Counter(labels)
-    broken = set(compress(labels, map(prev.changed.__getitem__, nodes)))
-    sizes = prev.levels[level]
-    return {
-        lab
-        for lab, c in count.items()
-        if lab is not None and lab not in broken and c == len(sizes[lab])
-    }
 
 
 def _adopt_new_nodes(

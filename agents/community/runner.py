@@ -89,6 +89,7 @@ class Runner:
             cfg.materiality_threshold,
             cfg.report_max_tokens,
             cfg.membership_tolerance,
+            cfg.frontier_tolerance,
         )
         self.timings: dict[str, float] = {}
         encoding = get_encoding(settings.chunking.encoding)

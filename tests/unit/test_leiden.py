@@ -194,6 +194,74 @@ class TestWarmStart:
 
         assert subtree(second) == subtree(first) and len(subtree(first)) >= 2
 
+    def test_a_hub_touched_a_little_keeps_its_community_and_its_neighbourhood(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A new entity linked to a hub (a country every article mentions) joins it; only the
+        newcomer is free to move in any Leiden run, and every community keeps its members,
+        down to the leaves."""
+        nodes, edges = modules(6, 30, 0.5, 40, seed=5)
+        hub = node(0, 0)
+        edges += [(hub, node(c, i), 1.0) for c in range(1, 6) for i in range(3)]
+        first = run(nodes, edges)
+        free: list[int] = []
+        real = partition_module.run_leiden
+
+        def spy(ctx, g, weights, start, cap=0):  # type: ignore[no-untyped-def]
+            free.append(len(start.fixed) - sum(start.fixed) if start is not None else g.vcount())
+            return real(ctx, g, weights, start, cap)
+
+        monkeypatch.setattr(partition_module, "run_leiden", spy)
+        grown = [*edges, (hub, "newcomer", 1.0)]
+        second = hierarchical_leiden(
+            build_graph([*nodes, "newcomer"], grown), previous=first, frontier_tolerance=0.25
+        )
+        assert free and max(free) == 1
+        before = [m for lv in first.levels for m in lv.values()]
+        after = {m - {"newcomer"} for lv in second.levels for m in lv.values()}
+        assert set(before) <= after
+        assert any("newcomer" in m and hub in m for m in second.levels[0].values())
+
+    def test_small_changes_accumulate_against_the_degree_last_placed_at(self) -> None:
+        nodes, edges = cliques(6, 5)
+        hub = node(0, 0)
+        first = hierarchical_leiden(build_graph(nodes, edges), frontier_tolerance=0.5)
+        placed = first.strengths[hub]
+        one = [*edges, (hub, "n1", 1.0)]
+        second = hierarchical_leiden(
+            build_graph([*nodes, "n1"], one), previous=first, frontier_tolerance=0.5
+        )
+        assert second.strengths[hub] == placed  # below the tolerance: still judged from there
+        assert second.strengths["n1"] == 1.0
+        many = [*one, *((hub, f"n{i}", 1.0) for i in range(2, 6))]
+        third = hierarchical_leiden(
+            build_graph([*nodes, *(f"n{i}" for i in range(1, 6))], many),
+            previous=second,
+            frontier_tolerance=0.5,
+        )
+        assert third.strengths[hub] == placed + 5  # together they passed it: placed anew
+
+    def test_a_hierarchy_from_before_strengths_were_recorded_still_warm_starts(self) -> None:
+        """A checkpoint's hierarchy unpickled without the field: every changed node is on the
+        frontier, as before, and the next hierarchy records the degrees."""
+        nodes, edges = cliques(6, 5)
+        first = run(nodes, edges)
+        object.__delattr__(first, "strengths")
+        assert first.placed_strengths() == {}
+        extra = [("newcomer", node(2, i), 1.0) for i in range(3)]
+        second = hierarchical_leiden(
+            build_graph([*nodes, "newcomer"], edges + extra),
+            previous=first,
+            frontier_tolerance=0.25,
+        )
+        assert frozenset({*(node(2, i) for i in range(5)), "newcomer"}) in level0(second)
+        assert second.strengths["newcomer"] == 3.0
+
+    def test_frontier_tolerance_out_of_range_is_refused(self) -> None:
+        nodes, edges = cliques(2, 3)
+        with pytest.raises(HierarchyError, match="frontier_tolerance"):
+            hierarchical_leiden(build_graph(nodes, edges), frontier_tolerance=1.0)
+
     def test_warm_start_with_contracted_fixed_communities_is_order_free(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
