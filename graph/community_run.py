@@ -89,14 +89,54 @@ def lineage(previous: tuple[Community, ...], current: tuple[Community, ...]) -> 
 # ---- evidence and regeneration -----------------------------------------------------------
 
 
-def evidence_graph(view: GraphView) -> EvidenceGraph:
+def planning_scope(
+    communities: Iterable[Community],
+    previous: Iterable[Community],
+    touched: set[str] | None,
+    state: JobState,
+) -> list[Community]:
+    """The communities whose report decision can differ from the last run's: new ones, those
+    whose members changed or hold a touched entity, those without a report basis (none yet,
+    or refused) or with a report failure to retry, and their ancestors (a parent must see a
+    child's regeneration). Every other community has the members and evidence it had, so
+    its report stays as it was: a run visits what changed, not the whole graph. ``touched``
+    None (unknown) plans every community."""
+    everything = list(communities)
+    if touched is None:
+        return everything
+    before = {c.id: c.entity_keys for c in previous}
+    by_id = {c.id: c for c in everything}
+    scope: set[str] = set()
+    for c in everything:
+        if (
+            before.get(c.id) != c.entity_keys
+            or c.id not in state.bases
+            or f"report:{c.id}" in state.failures
+            or not touched.isdisjoint(c.entity_keys)
+        ):
+            node: Community | None = c
+            while node is not None and node.id not in scope:
+                scope.add(node.id)
+                node = by_id.get(node.parent) if node.parent is not None else None
+    return [c for c in everything if c.id in scope]
+
+
+def evidence_graph(view: GraphView, keys: set[str] | None = None) -> EvidenceGraph:
+    """The evidence of the entities ``keys`` (all when None), of the relationships between
+    two of them and of the claims about them: what ``community_evidence`` of any community
+    inside ``keys`` reads."""
+
+    def wanted(key: str) -> bool:
+        return keys is None or key in keys
+
     return EvidenceGraph.build(
-        (EntityFacts(k, e.descriptions.values()) for k, e in view.entities.items()),
+        (EntityFacts(k, e.descriptions.values()) for k, e in view.entities.items() if wanted(k)),
         (
             RelationshipFacts(r.source_key, r.target_key, r.descriptions.values())
             for r in view.relationships.values()
+            if wanted(r.source_key) and wanted(r.target_key)
         ),
-        _report_claims(view, HumanIds.empty()),
+        (c for c in _report_claims(view, HumanIds.empty(), keys) if wanted(c.subject)),
     )
 
 
@@ -142,9 +182,13 @@ def report_groups(
 # ---- report graph ------------------------------------------------------------------------
 
 
-def _report_claims(view: GraphView, ids: HumanIds) -> list[ReportClaim]:
+def _report_claims(
+    view: GraphView, ids: HumanIds, keys: set[str] | None = None
+) -> list[ReportClaim]:
     out = []
     for key, agg in view.claims.items():
+        if keys is not None and key not in keys:
+            continue
         for fact in agg.facts:
             out.append(
                 ReportClaim(

@@ -3,9 +3,15 @@
 Changes carry whole rows as they are after each write, so folding keeps the last row per key;
 changes for one key share a partition, so their order holds. The view also collects which
 text units back each entity and relationship (added unless the change is a retraction), the
-text units themselves and the documents. What a run must re-summarise or re-report is not
-tracked here: a run compares the view's descriptions and evidence with the fingerprints of
-what it last wrote.
+text units themselves and the documents.
+
+It also collects the entities *touched* since the last run (``take_touched``): upserted or
+deleted, an end of an upserted or deleted relationship, the subject of a changed claim. Only
+communities holding a touched entity (or whose members changed) can have new evidence, so a
+run plans reports for those alone; whether a report is stale is still decided by comparing
+its evidence with the fingerprints of what it was written from. ``touched`` is None when it
+is unknown (a view from a checkpoint written before it was kept): then every community is
+planned.
 """
 
 from __future__ import annotations
@@ -28,6 +34,14 @@ class GraphView:
     entity_units: dict[str, set[str]] = field(default_factory=dict)
     relationship_units: dict[str, set[str]] = field(default_factory=dict)
     changes_applied: int = 0
+    touched: set[str] | None = field(default_factory=set, compare=False, repr=False)
+
+    def take_touched(self) -> set[str] | None:
+        """The entities touched since the last call (None: unknown, assume all), and start
+        collecting afresh."""
+        touched = getattr(self, "touched", None)
+        self.touched = set()
+        return touched
 
     def apply(self, change: GraphChange | dict[str, Any]) -> None:
         """Fold one record of ``graph-changes`` (a change, or a document object)."""
@@ -35,6 +49,7 @@ class GraphView:
         if isinstance(change, dict):
             self.documents[str(change["id"])] = change
             return
+        self._touch(change)
         if change.text_unit is not None:
             self.text_units[change.chunk_id] = change.text_unit
         elif change.retraction and not (
@@ -64,6 +79,21 @@ class GraphView:
             self.claims[agg.key] = agg
         for key in change.deleted_claims:
             self.claims.pop(key, None)
+
+    def _touch(self, change: GraphChange) -> None:
+        touched = getattr(self, "touched", None)
+        if touched is None:
+            return
+        touched.update(agg.key for agg in change.entities)
+        touched.update(change.deleted_entities)
+        for rel in change.relationships:
+            touched.update((rel.source_key, rel.target_key))
+        for key in change.deleted_relationships:
+            gone = self.relationships.get(key)
+            if gone is not None:
+                touched.update((gone.source_key, gone.target_key))
+        touched.update(agg.key for agg in change.claims)
+        touched.update(change.deleted_claims)
 
     @staticmethod
     def _rows(

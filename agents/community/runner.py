@@ -33,6 +33,7 @@ from graph.community_run import (
     evidence_graph,
     lineage,
     plan_reports,
+    planning_scope,
     report_graph,
 )
 from graph.evidence import ReportBasis
@@ -98,6 +99,7 @@ class Runner:
         self.now = time.time()  # one clock reading per run for backoffs and summary ages
         self.failed: list[str] = []  # items that failed in this run
         self.summaries_written = 0
+        self.planned = 0  # communities whose report decision this run revisited
 
     def _hrid(self, c: Community) -> str:
         return str(self.state.human_ids.get("community", c.id) or c.id)
@@ -123,9 +125,11 @@ class Runner:
         hierarchy, communities, human_ids = cluster(view, state, self.params)
         t = self._tick("leiden_and_ids", t)
         events = lineage(state.communities, communities)
-        graph_ev = evidence_graph(view)
-        evidence = {c.id: graph_ev.community_evidence(c.entity_keys) for c in communities}
-        plan = plan_reports(communities, evidence, state, self.params)
+        scope = planning_scope(communities, state.communities, view.take_touched(), state)
+        graph_ev = evidence_graph(view, {k for c in scope if c.level == 0 for k in c.entity_keys})
+        evidence = {c.id: graph_ev.community_evidence(c.entity_keys) for c in scope}
+        plan = plan_reports(scope, evidence, state, self.params)
+        self.planned = len(scope)
         t = self._tick("evidence", t)
         state.hierarchy, state.human_ids = hierarchy, human_ids
         version = self._next_version()
@@ -145,7 +149,8 @@ class Runner:
         previous = {c.id: c for c in state.communities}
         state.communities = communities
         self._record_history(communities, version)
-        meta = self._meta(version, communities, regenerated, plan.unreflected_after, hierarchy)
+        unreflected = {cid: state.reports[cid].unreflected for cid in by_id if cid in state.reports}
+        meta = self._meta(version, communities, regenerated, unreflected, hierarchy)
         snapshot = assemble(view, state, communities, meta)
         self._write(snapshot)
         await self._report_vectors(snapshot.community_reports, previous, by_id, regenerated)
@@ -157,6 +162,7 @@ class Runner:
             "timings": self.timings,
             "regenerated": len(regenerated),
             "communities": len(communities),
+            "planned": self.planned,
             "modularity": hierarchy.modularity,
             "summaries_written": self.summaries_written,
             "summaries_deferred": summary_plan.deferred,

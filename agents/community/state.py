@@ -54,6 +54,8 @@ def upgrade_state(state: JobState) -> JobState:
     record, and the view kept sets of changed keys that nothing read (dropped)."""
     if not hasattr(state, "failures"):
         state.failures = {}
+    if "touched" not in vars(state.view):
+        state.view.touched = None  # not known: the next run plans every community
     for stale in ("dirty_entities", "dirty_relationships"):
         vars(state.view).pop(stale, None)
     current = description_sets(state.view)

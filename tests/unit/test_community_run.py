@@ -370,3 +370,70 @@ class TestStability:
         snap = restored.snapshot()
         assert snap.meta.version == job.state.version + 1
         assert snap.community_reports == reports
+
+
+# ---- a run visits what changed -------------------------------------------------------------------
+
+
+def _fact(world: World, step: int) -> None:
+    """One change per step, of the kinds news brings: a fact, a newcomer, a repeat, a cluster."""
+    kind = step % 4
+    if kind == 0:
+        world.say(f"doc-fact-{step}", [("Vega A 2", f"Vega A 2 opened branch number {step}.")])
+    elif kind == 1:
+        name = f"Orion B {8 + step}"
+        world.say(
+            f"doc-new-{step}",
+            [(name, f"{name} joined Orion B.")],
+            [(name, "Orion B 1", f"{name} reports to Orion B 1.")],
+        )
+    elif kind == 2:
+        known = world.view.entities["lyra 3"].descriptions.values()[0]
+        world.say(f"doc-repeat-{step}", [("Lyra 3", known)])
+    else:
+        world.group(f"Draco {step}")
+
+
+class TestPlanningScope:
+    async def test_a_new_fact_plans_its_community_and_ancestors_alone(self, tmp_path: Path) -> None:
+        world, job = await steady_job(tmp_path)
+        communities = job.state.communities
+        leaf = leaf_of(communities, "vega a 2")
+        world.say("doc-small", [("Vega A 2", "Vega A 2 opened a branch in Lisbon.")])
+        result = await job.run(world.view)
+        assert result["planned"] == 1 + len(ancestors(communities, leaf.id)) < len(communities)
+
+    async def test_planning_what_changed_decides_as_planning_everything(
+        self, tmp_path: Path
+    ) -> None:
+        """The same changes into two jobs, one told nothing of what they touched (it plans
+        every community, as before): same reports, same unreflected shares, same events."""
+        worlds = [base_world(), base_world()]
+        jobs = [Job(settings_for(tmp_path / "scoped")), Job(settings_for(tmp_path / "all"))]
+        for step in range(9):
+            if step:
+                for world in worlds:
+                    _fact(world, step)
+            worlds[1].view.touched = None
+            results = [await job.run(world.view) for job, world in zip(jobs, worlds, strict=True)]
+            assert results[0]["events"] == results[1]["events"], step
+            assert results[0]["regenerated"] == results[1]["regenerated"], step
+            snaps = [job.snapshot() for job in jobs]
+            assert snaps[0].community_reports == snaps[1].community_reports, step
+            assert snaps[0].meta.unreflected_max == snaps[1].meta.unreflected_max, step
+        assert results[1]["planned"] == results[1]["communities"]
+        assert results[0]["planned"] < results[0]["communities"]
+
+    async def test_a_view_from_an_older_checkpoint_plans_every_community(
+        self, tmp_path: Path
+    ) -> None:
+        from agents.community.state import upgrade_state
+
+        world, job = await steady_job(tmp_path)
+        del vars(job.state.view)["touched"]  # as unpickled from a checkpoint without it
+        job.state = upgrade_state(job.state)
+        world.say("doc-small", [("Vega A 2", "Vega A 2 opened a branch in Lisbon.")])
+        result = await job.run(world.view)
+        assert result["planned"] == result["communities"]
+        world.say("doc-later", [("Vega A 2", "Vega A 2 closed a branch in Porto.")])
+        assert (await job.run(world.view))["planned"] < result["communities"]
