@@ -203,7 +203,10 @@ def _report_claims(
     return out
 
 
-def report_graph(view: GraphView, state: JobState) -> ReportGraph:
+def report_graph(view: GraphView, state: JobState, keys: set[str] | None = None) -> ReportGraph:
+    """The rows report contexts are built from, for the entities ``keys`` (all when None):
+    a context reads only its community's members, the edges between them and claims about
+    them, so a run that regenerates a few reports builds rows for their members alone."""
     deg = degrees(view)
     ids = state.human_ids
     entities = [
@@ -216,6 +219,7 @@ def report_graph(view: GraphView, state: JobState) -> ReportGraph:
             deg[k],
         )
         for k, e in view.entities.items()
+        if keys is None or k in keys
     ]
     relationships = [
         ReportRelationship(
@@ -228,8 +232,9 @@ def report_graph(view: GraphView, state: JobState) -> ReportGraph:
             deg[r.source_key] + deg[r.target_key],
         )
         for k, r in view.relationships.items()
+        if keys is None or (r.source_key in keys and r.target_key in keys)
     ]
-    return ReportGraph.build(entities, relationships, _report_claims(view, ids))
+    return ReportGraph.build(entities, relationships, _report_claims(view, ids, keys))
 
 
 def assign_record_ids(view: GraphView, ids: HumanIds) -> HumanIds:

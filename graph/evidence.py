@@ -31,6 +31,7 @@ regenerated report reflects everything (0.0) and every other one is at most the 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import re
 import unicodedata
@@ -59,8 +60,11 @@ def normalise_fact(text: str) -> str:
     return _TRAILING.sub("", _SPACE.sub(" ", folded).strip())
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def fingerprint(kind: str, owner: str, text: str) -> str:
-    """Short, stable hash of one fact about one owner (entity key or sorted key pair)."""
+    """Short, stable hash of one fact about one owner (entity key or sorted key pair).
+    Memoised (bounded): a run fingerprints the facts of every community it plans, and most of
+    them are the same facts as in the run before."""
     payload = "\x00".join((kind, owner, normalise_fact(text))).encode("utf-8")
     return hashlib.blake2b(payload, digest_size=_FP_BYTES).hexdigest()
 

@@ -227,11 +227,14 @@ class Runner:
         version: int,
     ) -> set[str]:
         """Regenerate the stale reports, deepest level first, so parents see new children."""
-        builder = ReportContextBuilder(report_graph(self.state.view, self.state), self.count_tokens)
         by_id = {c.id: c for c in communities}
         wanted = {
             cid for cid in to_regenerate if not retry_blocked(self.state, f"report:{cid}", self.now)
         }
+        keys = {k for cid in wanted for k in by_id[cid].entity_keys}
+        builder = ReportContextBuilder(
+            report_graph(self.state.view, self.state, keys), self.count_tokens
+        )
         period = newest_time(self.state.view)[:10]
         done: set[str] = set()
         for level in sorted({c.level for c in communities}, reverse=True):
