@@ -205,10 +205,7 @@ def _hierarchical_leiden(
     source = [a for a, _ in graph.edges]
     target = [b for _, b in graph.edges]
     digests = node_digests(graph.nodes, source, target, graph.weights)
-    strengths = [0.0] * len(graph.nodes)
-    for a, b, w in zip(source, target, graph.weights, strict=True):
-        strengths[a] += w
-        strengths[b] += w
+    strengths = _strengths(graph, source, target)
     prev = None
     placed = dict(zip(graph.nodes, strengths, strict=True))
     if previous is not None:
@@ -220,6 +217,27 @@ def _hierarchical_leiden(
     )
     top, modularity = _level_zero(ctx)
     return _flatten(ctx, top, modularity, dict(zip(graph.nodes, digests, strict=True)), placed)
+
+
+def _strengths(graph: WeightedGraph, source: Sequence[int], target: Sequence[int]) -> list[float]:
+    out = [0.0] * len(graph.nodes)
+    for a, b, w in zip(source, target, graph.weights, strict=True):
+        out[a] += w
+        out[b] += w
+    return out
+
+
+def frontier_nodes(
+    graph: WeightedGraph, previous: Hierarchy, frontier_tolerance: float = 0.0
+) -> list[str]:
+    """The nodes a warm-started ``hierarchical_leiden`` on ``graph`` lets move (for reports
+    and benchmarks; the run computes the same)."""
+    source = [a for a, _ in graph.edges]
+    target = [b for _, b in graph.edges]
+    digests = node_digests(graph.nodes, source, target, graph.weights)
+    strengths = _strengths(graph, source, target)
+    free, _ = _frontier(graph, previous, digests, strengths, frontier_tolerance)
+    return list(compress(graph.nodes, free))
 
 
 def _frontier(

@@ -51,22 +51,40 @@ def _ranked(tally_items: Iterable[tuple[str, int]]) -> tuple[str, ...]:
     return tuple(d for d, _ in sorted(tally_items, key=lambda x: (-x[1], x[0])))
 
 
-def description_sets(view: GraphView) -> dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]]:
-    """slot -> (fingerprint, ranked descriptions, names) of every entity and relationship."""
+def description_sets(
+    view: GraphView, slots: set[str] | None = None
+) -> dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """slot -> (fingerprint, ranked descriptions, names) of every entity and relationship (of
+    those in ``slots`` when given)."""
     out: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
     for key, ent in view.entities.items():
-        out[f"e:{key}"] = (
-            description_fingerprint(ent),
-            _ranked(ent.descriptions.items),
-            (ent.name,),
-        )
+        slot = f"e:{key}"
+        if slots is None or slot in slots:
+            out[slot] = (description_fingerprint(ent), _ranked(ent.descriptions.items), (ent.name,))
     for key, rel in view.relationships.items():
-        out[f"r:{key}"] = (
-            description_fingerprint(rel),
-            _ranked(rel.descriptions.items),
-            (rel.source_name, rel.target_name),
-        )
+        slot = f"r:{key}"
+        if slots is None or slot in slots:
+            out[slot] = (
+                description_fingerprint(rel),
+                _ranked(rel.descriptions.items),
+                (rel.source_name, rel.target_name),
+            )
     return out
+
+
+def _slots_to_visit(view: GraphView, state: JobState, touched: set[str] | None) -> set[str] | None:
+    """The description sets that can have changed since the last run: those of the touched
+    entities and of their relationships, and the ones left pending. None: all of them."""
+    pending = getattr(state, "summaries_pending", None)
+    if touched is None or pending is None:
+        return None
+    wanted = {f"e:{k}" for k in touched}
+    wanted.update(
+        f"r:{k}"
+        for k, r in view.relationships.items()
+        if r.source_key in touched or r.target_key in touched
+    )
+    return wanted | pending
 
 
 def _material(record: SummaryRecord, descriptions: tuple[str, ...], policy: SummaryPolicy) -> bool:
@@ -79,20 +97,28 @@ def summaries_needed(
     state: JobState,
     policy: SummaryPolicy | None = None,
     now: float = 0.0,
+    touched: set[str] | None = None,
 ) -> SummaryPlan:
     """The description sets to summarise in this run (see ``SummaryPolicy``).
 
     A set of fewer than two descriptions needs no writer and is always taken. A summary the
     LLM refused waits for its retry time. Summaries of rows that no longer exist are dropped.
+    Only the sets that can have changed are looked at: those of the ``touched`` entities and
+    their relationships, and those left pending by the last run (every set when ``touched``
+    is None).
     """
     out: list[SummaryRequest] = []
     deferred, due = 0, []
-    for slot, (fp, descs, names) in description_sets(view).items():
+    pending: set[str] = set()
+    for slot, (fp, descs, names) in description_sets(
+        view, _slots_to_visit(view, state, touched)
+    ).items():
         record = state.summaries.get(slot)
         if record is not None and record.fingerprint == fp:
             continue
         if len(descs) >= 2 and retry_blocked(state, f"summary:{slot}", now):
             due.append(state.failures[f"summary:{slot}"].next_retry_at)
+            pending.add(slot)
             continue
         if (
             policy is not None
@@ -104,8 +130,11 @@ def summaries_needed(
         ):
             deferred += 1
             due.append(record.written_at + policy.max_age_s)
+            pending.add(slot)
             continue
         out.append(SummaryRequest(slot, names, descs, fp))
+    # requested ones too: one the LLM refuses in this run must be looked at again
+    state.summaries_pending = pending | {r.slot for r in out}
     live = {f"e:{k}" for k in view.entities} | {f"r:{k}" for k in view.relationships}
     for slot in [s for s in state.summaries if s not in live]:
         del state.summaries[slot]

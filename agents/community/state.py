@@ -54,6 +54,8 @@ def upgrade_state(state: JobState) -> JobState:
     record, and the view kept sets of changed keys that nothing read (dropped)."""
     if not hasattr(state, "failures"):
         state.failures = {}
+    if not hasattr(state, "summaries_pending"):
+        state.summaries_pending = None  # not known: the next run looks at every description set
     if "touched" not in vars(state.view):
         state.view.touched = None  # not known: the next run plans every community
     for stale in ("dirty_entities", "dirty_relationships"):

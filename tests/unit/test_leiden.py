@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 import graph.leiden_partition as partition_module
-from graph.leiden import Hierarchy, hierarchical_leiden
+from graph.leiden import Hierarchy, frontier_nodes, hierarchical_leiden
 from graph.leiden_graph import (
     HierarchyError,
     WeightedGraph,
@@ -212,10 +212,10 @@ class TestWarmStart:
             return real(ctx, g, weights, start, cap)
 
         monkeypatch.setattr(partition_module, "run_leiden", spy)
-        grown = [*edges, (hub, "newcomer", 1.0)]
-        second = hierarchical_leiden(
-            build_graph([*nodes, "newcomer"], grown), previous=first, frontier_tolerance=0.25
-        )
+        grown = build_graph([*nodes, "newcomer"], [*edges, (hub, "newcomer", 1.0)])
+        assert frontier_nodes(grown, first, 0.25) == ["newcomer"]
+        assert set(frontier_nodes(grown, first, 0.0)) == {"newcomer", hub}
+        second = hierarchical_leiden(grown, previous=first, frontier_tolerance=0.25)
         assert free and max(free) == 1
         before = [m for lv in first.levels for m in lv.values()]
         after = {m - {"newcomer"} for lv in second.levels for m in lv.values()}

@@ -1,0 +1,305 @@
+"""What a small change costs the community job as the graph grows: the run's wall time, the
+nodes re-clustered, the reports regenerated and the lineage events, against a full rerun.
+
+Usage: ``.venv/bin/python bench/change_cost.py [--large] [--drift-steps 20]``
+
+In process and offline (the offline extractor, the merge rules and the offline writers, no
+vectors), as ``bench/incremental.py`` does, on the corpus of ``bench/synthetic.py``: the dev
+articles of ``../shared/data/reuters-1987-dev.jsonl`` first, then renamed copies of them. The
+default run covers 2,000 and 8,000 articles; ``--large`` adds a ~100,000-article corpus.
+
+Each corpus runs in its own process (so ``peak_rss_mib`` is that corpus's: folding, its runs
+and its full rerun). Its *warm state* (the folded graph and the community job's state after a
+first run) is cached under ``bench/.cache`` keyed by the corpus size and the source of the
+code that builds it, so a second benchmark does not re-index from nothing. From the warm
+state, one run for **+40 articles** and one for **+1%**, each a row of ``runs``:
+
+- ``run_s``: the run's wall time without the snapshot phase (assembling and writing the
+  output tables, which the versioned-tables issue replaces); ``phases`` has every phase;
+- ``nodes_reclustered``: the nodes on the frontier, free to move in re-clustering;
+- ``reports_regenerated`` of ``reports_total``, ``planned`` (communities whose report
+  decision the run revisited), ``events`` by kind.
+
+Per corpus ``full_rerun_s`` and ``full_rerun_reports``: a fresh job on the +1% graph. On the
+8,000-article corpus, ``drift``: that many consecutive +1% runs, each with the maintained
+level-0 modularity against a from-scratch ``hierarchical_leiden`` on the same graph, and
+``rebalanced`` (always false: the job does not re-balance yet). Writes
+``bench/results/change_cost.json`` with ``targets``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import pickle
+import resource
+import sys
+import tempfile
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agents.community.runner import Runner
+from bench.incremental import DATA, Folder, load_documents, settings_for
+from bench.results_io import CLUSTERING_MACHINE, RESULTS, ROOT, machine, now_iso, write_result
+from bench.synthetic import Corpus
+from core.settings import Settings
+from graph.community_run import clustering_graph
+from graph.job_state import JobState
+from graph.leiden import frontier_nodes, hierarchical_leiden
+
+RESULT = RESULTS / "change_cost.json"
+CACHE = ROOT / "bench" / ".cache"
+SMALL_CHANGE = 40
+DEFAULT_CORPORA = (2000, 8000)
+LARGE_CORPUS = 100_000
+DRIFT_CORPUS = 8000
+
+
+class Warm:
+    """The folded graph (with the merge rules' state, to fold more) and the job's state."""
+
+    def __init__(self, folder: Folder, state: JobState, base_run_s: float, fold_s: float):
+        self.folder, self.state = folder, state
+        self.base_run_s, self.fold_s = base_run_s, fold_s
+
+    def __getstate__(self) -> dict[str, Any]:
+        folder = dict(vars(self.folder))
+        folder.pop("enc", None)  # a tiktoken encoding does not pickle; rebuilt on load
+        return {**vars(self), "folder": folder}
+
+    def __setstate__(self, data: dict[str, Any]) -> None:
+        folder = Folder.__new__(Folder)
+        vars(folder).update(data.pop("folder"))
+        folder.enc = Folder(1).enc
+        vars(self).update(data, folder=folder)
+
+    def copy(self) -> Warm:
+        return pickle.loads(pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def code_digest() -> str:
+    """The source that decides a warm state: extraction, merge rules, graph, community job."""
+    h = hashlib.sha256()
+    for folder in ("offline", "graph", "agents/community", "core"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.is_file() and path.suffix in {".py", ".txt", ".json", ".tsv"}:
+                h.update(path.relative_to(ROOT).as_posix().encode())
+                h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+async def job_run(settings: Settings, state: JobState) -> tuple[dict[str, Any], float]:
+    started = time.monotonic()
+    result = await Runner(settings, state, write_vectors=False).run()
+    return result, time.monotonic() - started
+
+
+def warm_state(corpus: Corpus, n: int, work: Path) -> Warm:
+    path = CACHE / f"warm-{n}-{code_digest()}.pickle"
+    if path.exists():
+        with open(path, "rb") as fh:
+            warm: Warm = pickle.load(fh)
+        print(f"[{n}] warm state from {path.relative_to(ROOT)}", flush=True)
+        return warm
+    folder = Folder(settings_for(work).extraction.max_descriptions)
+    t = time.monotonic()
+    for doc in corpus.articles(0, n):
+        folder.add(doc)
+    fold_s = time.monotonic() - t
+    state = JobState(view=folder.view)
+    result, base_s = asyncio.run(job_run(settings_for(work / "base"), state))
+    print(
+        f"[{n}] folded in {fold_s:.0f}s, first run {base_s:.0f}s: "
+        f"{result['communities']} communities",
+        flush=True,
+    )
+    warm = Warm(folder, state, base_s, fold_s)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    for stale in CACHE.glob(f"warm-{n}-*.pickle"):
+        stale.unlink()
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as fh:
+        pickle.dump(warm, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp.replace(path)
+    return warm
+
+
+def change_run(warm: Warm, corpus: Corpus, n: int, added: int, work: Path) -> dict[str, Any]:
+    """``added`` articles folded into a copy of the warm state, then one run."""
+    w = warm.copy()
+    for doc in corpus.articles(n, added):
+        w.folder.add(doc)
+    settings = settings_for(work)
+    assert w.state.hierarchy is not None
+    graph = clustering_graph(w.state.view)
+    frontier = frontier_nodes(graph, w.state.hierarchy, settings.community.frontier_tolerance)
+    result, wall = asyncio.run(job_run(settings, w.state))
+    phases = dict(result["timings"])
+    row = {
+        "corpus_articles": n,
+        "added_articles": added,
+        "run_s": round(wall - phases.get("snapshot", 0.0), 3),
+        "wall_s": round(wall, 3),
+        "phases": phases,
+        "nodes_reclustered": len(frontier),
+        "nodes_total": len(graph.nodes),
+        "planned": result["planned"],
+        "reports_regenerated": result["regenerated"],
+        "reports_total": result["communities"],
+        "events": dict(sorted(Counter(e["kind"] for e in result["events"]).items())),
+    }
+    print(f"[{n}] +{added}: {row}", flush=True)
+    row["_warm"] = w
+    return row
+
+
+def drift(warm: Warm, corpus: Corpus, n: int, steps: int, work: Path) -> list[dict[str, Any]]:
+    """``steps`` consecutive +1% runs from the warm state; the maintained level-0 modularity
+    against a from-scratch clustering of the same graph after each."""
+    w = warm.copy()
+    settings = settings_for(work)
+    cfg = settings.community
+    out = []
+    at = n
+    for step in range(1, steps + 1):
+        added = max(1, at // 100)
+        for doc in corpus.articles(at, added):
+            w.folder.add(doc)
+        at += added
+        result, wall = asyncio.run(job_run(settings, w.state))
+        assert w.state.hierarchy is not None
+        scratch = hierarchical_leiden(
+            clustering_graph(w.state.view),
+            max_cluster_size=cfg.max_cluster_size,
+            seed=cfg.seed,
+        )
+        row = {
+            "step": step,
+            "articles": at,
+            "modularity_maintained": round(w.state.hierarchy.modularity, 5),
+            "modularity_scratch": round(scratch.modularity, 5),
+            "rebalanced": False,
+            "reports_regenerated": result["regenerated"],
+            "run_s": round(wall - result["timings"].get("snapshot", 0.0), 3),
+        }
+        print(f"[{n}] drift {row}", flush=True)
+        out.append(row)
+    return out
+
+
+def measure_corpus(n: int, drift_steps: int) -> dict[str, Any]:
+    """One corpus, in its own process."""
+    corpus = Corpus(load_documents(DATA, 10**9))
+    work = Path(tempfile.mkdtemp(prefix=f"kgrag-bench-change-cost-{n}-"))
+    warm = warm_state(corpus, n, work)
+    runs = []
+    last: Warm | None = None
+    for added in (SMALL_CHANGE, max(1, n // 100)):
+        row = change_run(warm, corpus, n, added, work / f"plus{added}")
+        last = row.pop("_warm")
+        runs.append(row)
+    assert last is not None
+    t = time.monotonic()
+    full, _ = asyncio.run(job_run(settings_for(work / "full"), JobState(view=last.folder.view)))
+    full_s = time.monotonic() - t
+    out: dict[str, Any] = {
+        "corpus_articles": n,
+        "entities": len(warm.state.view.entities),
+        "relationships": len(warm.state.view.relationships),
+        "runs": runs,
+        "full_rerun_s": round(full_s, 2),
+        "full_rerun_reports": full["regenerated"],
+    }
+    if n == DRIFT_CORPUS and drift_steps:
+        out["drift"] = drift(warm, corpus, n, drift_steps, work / "drift")
+    out["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return out
+
+
+def _target(value: float, limit: float, op: str) -> dict[str, Any]:
+    met = value <= limit if op == "<=" else value >= limit
+    return {"value": round(value, 4), "limit": round(limit, 4), "op": op, "met": met}
+
+
+def targets(corpora: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    def run(n: int, added: int) -> dict[str, Any]:
+        return next(r for r in corpora[n]["runs"] if r["added_articles"] == added)
+
+    small, mid = run(2000, SMALL_CHANGE), run(8000, SMALL_CHANGE)
+    one_pct = run(8000, 80)
+    events = sum(v for k, v in mid["events"].items() if k != "report_updated")
+    out = {
+        "plus40_run_s_8000_vs_2000": _target(mid["run_s"] / small["run_s"], 1.5, "<="),
+        "plus40_run_s_8000": _target(mid["run_s"], 3.0, "<="),
+        "plus40_reports_share_8000": _target(
+            mid["reports_regenerated"] / mid["reports_total"], 0.015, "<="
+        ),
+        "plus40_structural_events_8000": _target(events, 60, "<="),
+        "plus1pct_reports_share_8000": _target(
+            one_pct["reports_regenerated"] / one_pct["reports_total"], 0.05, "<="
+        ),
+    }
+    steps = corpora[8000].get("drift", [])
+    if steps:
+        worst = max(
+            (s["modularity_scratch"] - s["modularity_maintained"]) / s["modularity_scratch"]
+            for s in steps
+        )
+        out["drift_modularity_gap_max"] = _target(worst, 0.01, "<=")
+        out["drift_rebalances"] = _target(sum(s["rebalanced"] for s in steps), 2, "<=")
+    if LARGE_CORPUS in corpora:
+        large = run(LARGE_CORPUS, SMALL_CHANGE)
+        out["plus40_run_s_large_vs_2000"] = _target(large["run_s"] / small["run_s"], 3.0, "<=")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--large", action="store_true", help="add a ~100,000-article corpus")
+    parser.add_argument("--drift-steps", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=RESULT)
+    args = parser.parse_args(argv)
+    if not DATA.exists():
+        print(f"skipped: {DATA} is not there (see ../shared/data/README.md)")
+        return
+    sizes = [*DEFAULT_CORPORA, *((LARGE_CORPUS,) if args.large else ())]
+    if args.large:
+        print("--large: folding 100,000 articles and its runs take about an hour on 2 cores")
+    at_start = machine(*CLUSTERING_MACHINE)
+    corpora: dict[int, dict[str, Any]] = {}
+    for n in sizes:  # one process per corpus, one at a time: its peak RSS is its own
+        with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+            corpora[n] = pool.submit(measure_corpus, n, args.drift_steps).result()
+    settings = settings_for(Path(tempfile.mkdtemp())).community
+    result = {
+        "bench": "change_cost",
+        "date": now_iso(),
+        "machine": at_start,
+        "data": f"{DATA.name}, then renamed copies (bench/synthetic.py)",
+        "mode": "offline (extractor, summaries, report writer); no vectors; in process",
+        "settings": {
+            "membership_tolerance": settings.membership_tolerance,
+            "materiality_threshold": settings.materiality_threshold,
+            "frontier_tolerance": settings.frontier_tolerance,
+            "max_cluster_size": settings.max_cluster_size,
+        },
+        "corpora": [corpora[n] for n in sizes],
+        "runs": [r for n in sizes for r in corpora[n]["runs"]],
+        "drift": corpora[DRIFT_CORPUS].get("drift", []),
+        "targets": targets(corpora),
+    }
+    write_result(args.out, result)
+    for name, t in result["targets"].items():
+        print(f"{name}: {t['value']} {t['op']} {t['limit']} {'met' if t['met'] else 'NOT met'}")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
