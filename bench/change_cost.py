@@ -23,8 +23,8 @@ state, one run for **+40 articles** and one for **+1%**, each a row of ``runs``:
 Per corpus ``full_rerun_s`` and ``full_rerun_reports``: a fresh job on the +1% graph. On the
 8,000-article corpus, ``drift``: that many consecutive +1% runs, each with the maintained
 level-0 modularity against a from-scratch ``hierarchical_leiden`` on the same graph, and
-``rebalanced`` (always false: the job does not re-balance yet). Writes
-``bench/results/change_cost.json`` with ``targets``.
+whether the job re-balanced in that run (``community.drift_check_every``,
+``community.rebalance_gap``). Writes ``bench/results/change_cost.json`` with ``targets``.
 """
 
 from __future__ import annotations
@@ -185,7 +185,8 @@ def drift(warm: Warm, corpus: Corpus, n: int, steps: int, work: Path) -> list[di
             "articles": at,
             "modularity_maintained": round(w.state.hierarchy.modularity, 5),
             "modularity_scratch": round(scratch.modularity, 5),
-            "rebalanced": False,
+            "rebalanced": bool(result["drift"] and result["drift"]["rebalanced"]),
+            "drift_checked": result["drift"] is not None,
             "reports_regenerated": result["regenerated"],
             "run_s": round(wall - result["timings"].get("snapshot", 0.0), 3),
         }
@@ -288,6 +289,8 @@ def main(argv: list[str] | None = None) -> None:
             "membership_tolerance": settings.membership_tolerance,
             "materiality_threshold": settings.materiality_threshold,
             "frontier_tolerance": settings.frontier_tolerance,
+            "drift_check_every": settings.drift_check_every,
+            "rebalance_gap": settings.rebalance_gap,
             "max_cluster_size": settings.max_cluster_size,
         },
         "corpora": [corpora[n] for n in sizes],

@@ -210,6 +210,19 @@ class CommunitySettings(BaseModel):
         "community, so a hub touched by every article does not reshuffle its neighbourhood "
         "(0: any change)",
     )
+    drift_check_every: int = Field(
+        10,
+        ge=0,
+        description="Every this many runs, compare the maintained clustering with a fresh one "
+        "of the same graph (level-0 modularity); 0: never",
+    )
+    rebalance_gap: float = Field(
+        0.005,
+        gt=0,
+        lt=1,
+        description="Relative modularity shortfall against a fresh clustering beyond which a "
+        "run re-balances (frees every entity, warm-started)",
+    )
     keep_snapshots: int = Field(5, ge=1, description="Snapshots kept on disk")
     report_max_tokens: int = Field(8000, ge=200, description="Token budget of a report context")
     summary_join_max_tokens: int = Field(

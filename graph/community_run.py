@@ -27,7 +27,7 @@ from graph.evidence import (
 )
 from graph.graph_view import GraphView
 from graph.job_state import JobState
-from graph.leiden import Hierarchy, hierarchical_leiden
+from graph.leiden import Hierarchy, hierarchical_leiden, scratch_modularity
 from graph.leiden_graph import WeightedGraph, build_graph
 from graph.lineage import LineageEvent, classify
 from graph.model import Community
@@ -45,6 +45,18 @@ class RunParams:
     report_max_tokens: int
     membership_tolerance: float = 0.0
     frontier_tolerance: float = 0.0
+    drift_check_every: int = 0  # runs; 0: never compare with a fresh clustering
+    rebalance_gap: float = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class DriftCheck:
+    """A run's comparison of the maintained level 0 with a fresh clustering of the graph."""
+
+    maintained: float  # level-0 modularity of the maintained hierarchy, before any re-balance
+    scratch: float  # of a fresh Leiden run on the same graph
+    gap: float  # (scratch - maintained) / scratch
+    rebalanced: bool  # the gap passed ``rebalance_gap``: every node was freed this run
 
 
 # ---- clustering, ids, lineage ------------------------------------------------------------
@@ -66,20 +78,39 @@ def clustering_graph(view: GraphView) -> WeightedGraph:
 
 def cluster(
     view: GraphView, state: JobState, params: RunParams
-) -> tuple[Hierarchy, tuple[Community, ...], HumanIds]:
-    """The whole graph re-clustered, warm-started, with stable ids."""
+) -> tuple[Hierarchy, tuple[Community, ...], HumanIds, DriftCheck | None]:
+    """The graph re-clustered around what changed (the frontier), with stable ids.
+
+    Every ``drift_check_every``-th run also clusters the graph afresh (level 0 only) and
+    compares modularity: when the maintained hierarchy has fallen more than ``rebalance_gap``
+    behind, the run re-clusters with every node free (warm-started from where they are), and
+    reports are then regenerated only where communities changed materially, as in any run.
+    """
     graph = clustering_graph(view)
-    hierarchy = hierarchical_leiden(
-        graph,
-        max_cluster_size=params.max_cluster_size,
-        seed=params.seed,
-        previous=state.hierarchy,
-        frontier_tolerance=params.frontier_tolerance,
-    )
+
+    def run(rebalance: bool) -> Hierarchy:
+        return hierarchical_leiden(
+            graph,
+            max_cluster_size=params.max_cluster_size,
+            seed=params.seed,
+            previous=state.hierarchy,
+            frontier_tolerance=params.frontier_tolerance,
+            rebalance=rebalance,
+        )
+
+    hierarchy = run(False)
+    drift = None
+    every = params.drift_check_every
+    if state.hierarchy is not None and every and (state.version + 1) % every == 0:
+        scratch = scratch_modularity(graph, seed=params.seed)
+        gap = (scratch - hierarchy.modularity) / scratch if scratch > 0 else 0.0
+        drift = DriftCheck(hierarchy.modularity, scratch, gap, gap > params.rebalance_gap)
+        if drift.rebalanced:
+            hierarchy = run(True)
     stable = assign_community_ids(
         hierarchy, state.communities, state.human_ids, threshold=params.jaccard_threshold
     )
-    return hierarchy, stable.communities, stable.human_ids
+    return hierarchy, stable.communities, stable.human_ids, drift
 
 
 def lineage(previous: tuple[Community, ...], current: tuple[Community, ...]) -> list[LineageEvent]:

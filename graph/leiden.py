@@ -39,7 +39,7 @@ stays here, at the path the checkpoint names.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import compress
 from operator import eq
 
@@ -172,10 +172,13 @@ def hierarchical_leiden(
     previous: Hierarchy | Mapping[str, int | Sequence[int]] | None = None,
     n_iterations: int | None = None,
     frontier_tolerance: float = 0.0,
+    rebalance: bool = False,
 ) -> Hierarchy:
     """Partition ``graph`` into a hierarchy whose leaves have at most ``max_cluster_size``
     members, warm-started from ``previous`` (a ``Hierarchy``, or node → level-0 label or leaf
-    path), only the frontier free to move (see the module docstring).
+    path), only the frontier free to move (see the module docstring). ``rebalance`` frees
+    every node (still warm-started, nothing reused): the maintained hierarchy's quality has
+    drifted from what a fresh clustering finds (``scratch_modularity``).
 
     ``n_iterations`` is leidenalg's, for every run in the tree; by default 2 from scratch
     (leidenalg's default) and 1 when warm-started, which starts next to a local optimum and
@@ -188,7 +191,7 @@ def hierarchical_leiden(
         raise HierarchyError(f"frontier_tolerance must be in [0, 1), got {frontier_tolerance}")
     with gc_paused():
         return _hierarchical_leiden(
-            graph, max_cluster_size, seed, previous, n_iterations, frontier_tolerance
+            graph, max_cluster_size, seed, previous, n_iterations, frontier_tolerance, rebalance
         )
 
 
@@ -199,6 +202,7 @@ def _hierarchical_leiden(
     previous: Hierarchy | Mapping[str, int | Sequence[int]] | None,
     n_iterations: int | None,
     tolerance: float,
+    rebalance: bool = False,
 ) -> Hierarchy:
     if previous is not None and not isinstance(previous, Hierarchy):
         previous = Hierarchy.from_paths(previous)
@@ -210,6 +214,9 @@ def _hierarchical_leiden(
     placed = dict(zip(graph.nodes, strengths, strict=True))
     if previous is not None:
         prev, placed = _prepare_previous(graph, previous, digests, strengths, tolerance)
+        if rebalance:
+            prev = replace(prev, frontier=[True] * len(graph.nodes))
+            placed = dict(zip(graph.nodes, strengths, strict=True))
     if n_iterations is None:
         n_iterations = 2 if previous is None else 1
     ctx = RunInputs(
@@ -217,6 +224,20 @@ def _hierarchical_leiden(
     )
     top, modularity = _level_zero(ctx)
     return _flatten(ctx, top, modularity, dict(zip(graph.nodes, digests, strict=True)), placed)
+
+
+def scratch_modularity(graph: WeightedGraph, *, seed: int = DEFAULT_SEED) -> float:
+    """Level-0 modularity of a fresh Leiden run on ``graph`` (nothing warm-started): the
+    yardstick a maintained hierarchy's ``modularity`` drifts from."""
+    connected = sorted({k for edge in graph.edges for k in edge})
+    if not connected:
+        return 0.0
+    local = {v: i for i, v in enumerate(connected)}
+    ls = [local[a] for a, _ in graph.edges]
+    lt = [local[b] for _, b in graph.edges]
+    ctx = RunInputs(graph.nodes, ls, lt, graph.weights, len(connected), seed, 2, None)
+    _, partition = run_leiden(ctx, make_igraph(len(connected), ls, lt), graph.weights, None)
+    return 0.0 if partition is None else float(partition.quality())
 
 
 def _strengths(graph: WeightedGraph, source: Sequence[int], target: Sequence[int]) -> list[float]:

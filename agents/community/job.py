@@ -358,3 +358,13 @@ class CommunityJob:
             len(result.get("failed_this_run", [])),
             duration,
         )
+        drift = result.get("drift")
+        if drift:
+            log.info(
+                "community run %s: modularity %.4f maintained, %.4f fresh (gap %.2f%%)%s",
+                result.get("version"),
+                drift["maintained"],
+                drift["scratch"],
+                100 * drift["gap"],
+                ": re-balanced" if drift["rebalanced"] else "",
+            )

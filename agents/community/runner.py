@@ -19,6 +19,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -91,6 +92,8 @@ class Runner:
             cfg.report_max_tokens,
             cfg.membership_tolerance,
             cfg.frontier_tolerance,
+            cfg.drift_check_every,
+            cfg.rebalance_gap,
         )
         self.timings: dict[str, float] = {}
         encoding = get_encoding(settings.chunking.encoding)
@@ -125,7 +128,7 @@ class Runner:
         await self._summaries(summary_plan.requests)
         t = self._tick("summaries", t)
         state.human_ids = assign_record_ids(view, state.human_ids)
-        hierarchy, communities, human_ids = cluster(view, state, self.params)
+        hierarchy, communities, human_ids, drift = cluster(view, state, self.params)
         t = self._tick("leiden_and_ids", t)
         events = lineage(state.communities, communities)
         scope = planning_scope(communities, state.communities, touched, state)
@@ -166,6 +169,7 @@ class Runner:
             "regenerated": len(regenerated),
             "communities": len(communities),
             "planned": self.planned,
+            "drift": None if drift is None else asdict(drift),
             "modularity": hierarchy.modularity,
             "summaries_written": self.summaries_written,
             "summaries_deferred": summary_plan.deferred,

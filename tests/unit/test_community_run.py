@@ -437,3 +437,32 @@ class TestPlanningScope:
         assert result["planned"] == result["communities"]
         world.say("doc-later", [("Vega A 2", "Vega A 2 closed a branch in Porto.")])
         assert (await job.run(world.view))["planned"] < result["communities"]
+
+
+class TestDrift:
+    async def test_every_nth_run_compares_with_a_fresh_clustering(self, tmp_path: Path) -> None:
+        world, job = base_world(), Job(settings_for(tmp_path, drift_check_every=2))
+        results = [await job.run(world.view) for _ in range(4)]
+        checked = [r["drift"] for r in results]
+        assert checked[0] is None and checked[2] is None  # versions 1 and 3
+        for drift in (checked[1], checked[3]):
+            assert drift is not None and drift["scratch"] > 0
+            assert drift["gap"] <= job.settings.community.rebalance_gap
+            assert not drift["rebalanced"]
+        never = Job(settings_for(tmp_path / "never", drift_check_every=0))
+        assert all([(await never.run(world.view))["drift"] is None for _ in range(3)])
+
+    async def test_a_rebalance_rewrites_only_what_changed_materially(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A fresh clustering that looks far better forces a re-balance; on a graph whose
+        communities are where they belong, it changes nothing a reader would see."""
+        import graph.community_run as community_run
+
+        world, job = await steady_job(tmp_path, drift_check_every=1)
+        reports = job.snapshot().community_reports
+        monkeypatch.setattr(community_run, "scratch_modularity", lambda graph, seed: 0.99)
+        result = await job.run(world.view)
+        assert result["drift"]["rebalanced"]
+        assert result["regenerated"] == 0 and result["events"] == []
+        assert job.snapshot().community_reports == reports

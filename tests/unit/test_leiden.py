@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 import graph.leiden_partition as partition_module
-from graph.leiden import Hierarchy, frontier_nodes, hierarchical_leiden
+from graph.leiden import Hierarchy, frontier_nodes, hierarchical_leiden, scratch_modularity
 from graph.leiden_graph import (
     HierarchyError,
     WeightedGraph,
@@ -221,6 +221,30 @@ class TestWarmStart:
         after = {m - {"newcomer"} for lv in second.levels for m in lv.values()}
         assert set(before) <= after
         assert any("newcomer" in m and hub in m for m in second.levels[0].values())
+
+    def test_a_rebalance_frees_every_node_but_starts_from_where_they_are(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        nodes, edges = modules(6, 30, 0.5, 40, seed=5)
+        first = run(nodes, edges)
+        free: list[int] = []
+        real = partition_module.run_leiden
+
+        def spy(ctx, g, weights, start, cap=0):  # type: ignore[no-untyped-def]
+            free.append(len(start.fixed) - sum(start.fixed) if start is not None else -1)
+            return real(ctx, g, weights, start, cap)
+
+        monkeypatch.setattr(partition_module, "run_leiden", spy)
+        again = hierarchical_leiden(build_graph(nodes, edges), previous=first, rebalance=True)
+        assert free[0] == len(nodes)  # level 0: nothing fixed, but warm-started
+        assert level0(again) == level0(first)  # planted modules: the same place again
+
+    def test_scratch_modularity_is_that_of_a_fresh_hierarchy(self) -> None:
+        nodes, edges = modules(8, 20, 0.4, 30, seed=2)
+        graph = build_graph(nodes, edges)
+        fresh = hierarchical_leiden(graph)
+        assert scratch_modularity(graph) == pytest.approx(fresh.modularity)
+        assert scratch_modularity(build_graph(["a", "b"], [])) == 0.0
 
     def test_small_changes_accumulate_against_the_degree_last_placed_at(self) -> None:
         nodes, edges = cliques(6, 5)
