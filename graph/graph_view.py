@@ -5,13 +5,14 @@ changes for one key share a partition, so their order holds. The view also colle
 text units back each entity and relationship (added unless the change is a retraction), the
 text units themselves and the documents.
 
-It also collects the entities *touched* since the last run (``take_touched``): upserted or
-deleted, an end of an upserted or deleted relationship, the subject of a changed claim. Only
-communities holding a touched entity (or whose members changed) can have new evidence, so a
-run plans reports for those alone; whether a report is stale is still decided by comparing
-its evidence with the fingerprints of what it was written from. ``touched`` is None when it
-is unknown (a view from a checkpoint written before it was kept): then every community is
-planned.
+It also collects what was *touched* since the last run (``take_touched``): the entities
+upserted or deleted, at an end of an upserted or deleted relationship, or the subject of a
+changed claim; and the description sets (``e:<key>``, ``r:<key>``) of the rows upserted or
+deleted. Only communities holding a touched entity (or whose members changed) can have new
+evidence, and only touched description sets can need a new summary, so a run looks at those
+alone; whether a report or summary is stale is still decided by comparing with the
+fingerprints of what it was written from. ``touched`` is None when it is unknown (a view from
+a checkpoint written before it was kept): then a run looks at everything.
 """
 
 from __future__ import annotations
@@ -22,6 +23,14 @@ from typing import Any
 from graph.aggregates import ClaimAggregate, EntityAggregate, RelationshipAggregate
 from graph.graph_changes import GraphChange
 from graph.model import Chunk
+
+
+@dataclass(frozen=True, slots=True)
+class Touched:
+    """What changes touched since the last run."""
+
+    entities: set[str]  # entity keys whose evidence may have changed
+    slots: set[str]  # description sets ("e:<key>", "r:<key>") whose rows changed
 
 
 @dataclass
@@ -35,13 +44,15 @@ class GraphView:
     relationship_units: dict[str, set[str]] = field(default_factory=dict)
     changes_applied: int = 0
     touched: set[str] | None = field(default_factory=set, compare=False, repr=False)
+    touched_slots: set[str] = field(default_factory=set, compare=False, repr=False)
 
-    def take_touched(self) -> set[str] | None:
-        """The entities touched since the last call (None: unknown, assume all), and start
+    def take_touched(self) -> Touched | None:
+        """What was touched since the last call (None: unknown, assume everything), and start
         collecting afresh."""
-        touched = getattr(self, "touched", None)
-        self.touched = set()
-        return touched
+        entities = getattr(self, "touched", None)
+        slots = getattr(self, "touched_slots", None)
+        self.touched, self.touched_slots = set(), set()
+        return None if entities is None or slots is None else Touched(entities, slots)
 
     def apply(self, change: GraphChange | dict[str, Any]) -> None:
         """Fold one record of ``graph-changes`` (a change, or a document object)."""
@@ -94,6 +105,13 @@ class GraphView:
                 touched.update((gone.source_key, gone.target_key))
         touched.update(agg.key for agg in change.claims)
         touched.update(change.deleted_claims)
+        slots = getattr(self, "touched_slots", None)
+        if slots is None:
+            return
+        slots.update(f"e:{agg.key}" for agg in change.entities)
+        slots.update(f"e:{key}" for key in change.deleted_entities)
+        slots.update(f"r:{agg.key}" for agg in change.relationships)
+        slots.update(f"r:{key}" for key in change.deleted_relationships)
 
     @staticmethod
     def _rows(

@@ -72,19 +72,13 @@ def description_sets(
     return out
 
 
-def _slots_to_visit(view: GraphView, state: JobState, touched: set[str] | None) -> set[str] | None:
-    """The description sets that can have changed since the last run: those of the touched
-    entities and of their relationships, and the ones left pending. None: all of them."""
+def _slots_to_visit(state: JobState, touched: set[str] | None) -> set[str] | None:
+    """The description sets that can have changed since the last run: the touched ones and
+    the ones the last run left pending. None: all of them."""
     pending = getattr(state, "summaries_pending", None)
     if touched is None or pending is None:
         return None
-    wanted = {f"e:{k}" for k in touched}
-    wanted.update(
-        f"r:{k}"
-        for k, r in view.relationships.items()
-        if r.source_key in touched or r.target_key in touched
-    )
-    return wanted | pending
+    return touched | pending
 
 
 def _material(record: SummaryRecord, descriptions: tuple[str, ...], policy: SummaryPolicy) -> bool:
@@ -103,16 +97,13 @@ def summaries_needed(
 
     A set of fewer than two descriptions needs no writer and is always taken. A summary the
     LLM refused waits for its retry time. Summaries of rows that no longer exist are dropped.
-    Only the sets that can have changed are looked at: those of the ``touched`` entities and
-    their relationships, and those left pending by the last run (every set when ``touched``
-    is None).
+    Only the sets that can have changed are looked at: the ``touched`` slots and those left
+    pending by the last run (every set when ``touched`` is None).
     """
     out: list[SummaryRequest] = []
     deferred, due = 0, []
     pending: set[str] = set()
-    for slot, (fp, descs, names) in description_sets(
-        view, _slots_to_visit(view, state, touched)
-    ).items():
+    for slot, (fp, descs, names) in description_sets(view, _slots_to_visit(state, touched)).items():
         record = state.summaries.get(slot)
         if record is not None and record.fingerprint == fp:
             continue

@@ -120,10 +120,14 @@ class Runner:
 
     async def _run(self) -> dict[str, Any]:
         state, view = self.state, self.state.view
-        touched = view.take_touched()  # the entities changed since the last run (None: all)
+        touched = view.take_touched()  # what changed since the last run (None: everything)
         t = time.monotonic()
         summary_plan = summaries_needed(
-            view, state, self.writers.summary_policy, self.now, touched=touched
+            view,
+            state,
+            self.writers.summary_policy,
+            self.now,
+            touched=None if touched is None else touched.slots,
         )
         await self._summaries(summary_plan.requests)
         t = self._tick("summaries", t)
@@ -131,7 +135,9 @@ class Runner:
         hierarchy, communities, human_ids, drift = cluster(view, state, self.params)
         t = self._tick("leiden_and_ids", t)
         events = lineage(state.communities, communities)
-        scope = planning_scope(communities, state.communities, touched, state)
+        scope = planning_scope(
+            communities, state.communities, None if touched is None else touched.entities, state
+        )
         graph_ev = evidence_graph(view, {k for c in scope if c.level == 0 for k in c.entity_keys})
         evidence = {c.id: graph_ev.community_evidence(c.entity_keys) for c in scope}
         plan = plan_reports(scope, evidence, state, self.params)
