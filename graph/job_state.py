@@ -37,8 +37,9 @@ class JobState:
     # "report:<community id>" or "summary:<slot>" -> why the LLM did not write it, and when
     # to try again
     failures: dict[str, ItemFailure] = field(default_factory=dict)
-    # description-set slots the last run found changed (summarised, deferred, or waiting for a
-    # retry): the next run looks at them again even if nothing touches them; None: unknown
+    # description-set slots the last run found changed but did not summarise (deferred, or
+    # waiting for a retry): the next run looks at them again even if nothing touches them (as
+    # it does at refused ones); None: unknown
     summaries_pending: set[str] | None = field(default_factory=set)
 
 

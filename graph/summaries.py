@@ -73,12 +73,13 @@ def description_sets(
 
 
 def _slots_to_visit(state: JobState, touched: set[str] | None) -> set[str] | None:
-    """The description sets that can have changed since the last run: the touched ones and
-    the ones the last run left pending. None: all of them."""
+    """The description sets that can have changed since the last run: the touched ones, the
+    ones the last run deferred and the ones whose summary was refused. None: all of them."""
     pending = getattr(state, "summaries_pending", None)
     if touched is None or pending is None:
         return None
-    return touched | pending
+    refused = {item[8:] for item in state.failures if item.startswith("summary:")}
+    return touched | pending | refused
 
 
 def _material(record: SummaryRecord, descriptions: tuple[str, ...], policy: SummaryPolicy) -> bool:
@@ -124,8 +125,7 @@ def summaries_needed(
             pending.add(slot)
             continue
         out.append(SummaryRequest(slot, names, descs, fp))
-    # requested ones too: one the LLM refuses in this run must be looked at again
-    state.summaries_pending = pending | {r.slot for r in out}
+    state.summaries_pending = pending  # one refused in this run is found by its failure
     live = {f"e:{k}" for k in view.entities} | {f"r:{k}" for k in view.relationships}
     for slot in [s for s in state.summaries if s not in live]:
         del state.summaries[slot]
