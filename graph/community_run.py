@@ -1,11 +1,12 @@
 """One run of the community job, as pure steps over the job's state.
 
-A run: summarise the descriptions that changed → re-cluster the whole graph warm-started
-from the last hierarchy → give communities stable ids → classify lineage → fingerprint each
-community's evidence and decide which reports are stale → (the caller writes those reports,
-leaves first) → assemble the snapshot tables. Writing reports and summaries needs an LLM or
-the offline writers, so those two steps are left to the caller (``agents.community.runner``);
-everything else is here and deterministic.
+A run: summarise the descriptions that changed → re-cluster warm-started from the last
+hierarchy, only the frontier free to move (now and then checked against a fresh clustering,
+and re-balanced when it drifted) → give communities stable ids → classify lineage → for the
+communities a change touched, fingerprint their evidence and decide which reports are stale →
+(the caller writes those reports, leaves first) → assemble the snapshot tables. Writing
+reports and summaries needs an LLM or the offline writers, so those two steps are left to the
+caller (``agents.community.runner``); everything else is here and deterministic.
 
 The state carried between runs is ``graph.job_state``; which description sets to summarise is
 ``graph.summaries``; the snapshot tables are assembled by ``graph.snapshot_assembly``.
