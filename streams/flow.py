@@ -58,8 +58,9 @@ log = logging.getLogger(__name__)
 
 
 class GuardedFlowControl(FlowControlEvent):
-    """faust's flow control, except that resuming a running flow clears no queue, and
-    resuming a suspended one also forgets the consumer's read offsets."""
+    """faust's flow control, except that resuming a running flow clears no queue, resuming
+    a suspended one also forgets the consumer's read offsets, and clearing the queues
+    releases what it drops and lets waiting deliveries finish (see the module docstring)."""
 
     def __init__(self, app: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
