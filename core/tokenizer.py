@@ -67,3 +67,15 @@ def get_encoding(name: str) -> tiktoken.Encoding:
     import tiktoken
 
     return tiktoken.get_encoding(name)
+
+
+@lru_cache(maxsize=8)
+def _encoding(name: str) -> tiktoken.Encoding:
+    return get_encoding(name)
+
+
+@lru_cache(maxsize=1 << 18)
+def count_tokens(encoding: str, text: str) -> int:
+    """Tokens of ``text`` in ``encoding``, memoised (bounded): the community job counts the
+    same context rows run after run, and a hub community's report has thousands of them."""
+    return len(_encoding(encoding).encode_ordinary(text))

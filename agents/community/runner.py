@@ -21,12 +21,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from agents.community.state import forget_state, load_state, save_state
 from agents.community.writers import Refused, Writers, build_writers
 from core.settings import Settings
-from core.tokenizer import get_encoding
+from core.tokenizer import count_tokens, get_encoding
 from graph.community_run import (
     RunParams,
     assign_record_ids,
@@ -96,8 +97,8 @@ class Runner:
             cfg.rebalance_gap,
         )
         self.timings: dict[str, float] = {}
-        encoding = get_encoding(settings.chunking.encoding)
-        self.count_tokens = lambda text: len(encoding.encode_ordinary(text))
+        encoding = get_encoding(settings.chunking.encoding).name
+        self.count_tokens = partial(count_tokens, encoding)
         self.writers: Writers = build_writers(settings, llm, self.count_tokens, self._hrid)
         self.now = time.time()  # one clock reading per run for backoffs and summary ages
         self.failed: list[str] = []  # items that failed in this run
