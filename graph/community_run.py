@@ -17,16 +17,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from graph.aggregates import ClaimAggregate
 from graph.community_ids import HumanIds, assign_community_ids
 from graph.evidence import (
     EntityFacts,
-    EvidenceGraph,
+    EvidenceIndex,
     EvidenceSet,
     RegenerationPlan,
     RelationshipFacts,
+    claim_text,
     decide_regeneration,
 )
-from graph.graph_view import GraphView
+from graph.graph_view import GraphView, Touched
 from graph.job_state import JobState
 from graph.leiden import Hierarchy, hierarchical_leiden, scratch_modularity
 from graph.leiden_graph import WeightedGraph, build_graph
@@ -153,23 +155,40 @@ def planning_scope(
     return [c for c in everything if c.id in scope]
 
 
-def evidence_graph(view: GraphView, keys: set[str] | None = None) -> EvidenceGraph:
-    """The evidence of the entities ``keys`` (all when None), of the relationships between
-    two of them and of the claims about them: what ``community_evidence`` of any community
-    inside ``keys`` reads."""
-
-    def wanted(key: str) -> bool:
-        return keys is None or key in keys
-
-    return EvidenceGraph.build(
-        (EntityFacts(k, e.descriptions.values()) for k, e in view.entities.items() if wanted(k)),
-        (
-            RelationshipFacts(r.source_key, r.target_key, r.descriptions.values())
-            for r in view.relationships.values()
-            if wanted(r.source_key) and wanted(r.target_key)
-        ),
-        (c for c in _report_claims(view, HumanIds.empty(), keys) if wanted(c.subject)),
-    )
+def evidence_index(view: GraphView, state: JobState, touched: Touched | None) -> EvidenceIndex:
+    """The fingerprints of every entity, relationship and claim, brought up to date: the index
+    kept in ``state`` updated for what ``touched`` names (relationship slots, and entities
+    whose descriptions or claims changed), or built afresh when either is unknown."""
+    index = state.evidence
+    if index is None or touched is None:
+        index = EvidenceIndex.build(
+            (EntityFacts(k, tuple(e.descriptions.values())) for k, e in view.entities.items()),
+            (
+                RelationshipFacts(r.source_key, r.target_key, tuple(r.descriptions.values()), k)
+                for k, r in view.relationships.items()
+            ),
+            _report_claims(view, HumanIds.empty()),
+        )
+    else:
+        for slot in touched.slots:
+            if slot.startswith("r:"):
+                key = slot[2:]
+                rel = view.relationships.get(key)
+                if rel is None:
+                    index.drop_relationship(key)
+                else:
+                    index.set_relationship(
+                        key, rel.source_key, rel.target_key, rel.descriptions.values()
+                    )
+        for key in touched.entities:
+            entity = view.entities.get(key)
+            index.set_entity(
+                key,
+                () if entity is None else entity.descriptions.values(),
+                [claim_text(c) for c in _report_claims(view, HumanIds.empty(), {key})],
+            )
+    state.evidence = index
+    return index
 
 
 def plan_reports(
@@ -218,9 +237,12 @@ def _report_claims(
     view: GraphView, ids: HumanIds, keys: set[str] | None = None
 ) -> list[ReportClaim]:
     out = []
-    for key, agg in view.claims.items():
-        if keys is not None and key not in keys:
-            continue
+    rows: Iterable[tuple[str, ClaimAggregate]]
+    if keys is None:
+        rows = view.claims.items()
+    else:  # claims are grouped by subject downstream: the order of the subjects is free
+        rows = ((k, agg) for k in sorted(keys) if (agg := view.claims.get(k)) is not None)
+    for key, agg in rows:
         for fact in agg.facts:
             out.append(
                 ReportClaim(
@@ -238,9 +260,23 @@ def _report_claims(
 def report_graph(view: GraphView, state: JobState, keys: set[str] | None = None) -> ReportGraph:
     """The rows report contexts are built from, for the entities ``keys`` (all when None):
     a context reads only its community's members, the edges between them and claims about
-    them, so a run that regenerates a few reports builds rows for their members alone."""
-    deg = degrees(view)
-    ids = state.human_ids
+    them, so a run that regenerates a few reports builds rows for their members alone,
+    found through the run's up-to-date evidence index when there is one."""
+    ids, index = state.human_ids, state.evidence
+    if keys is None or index is None:
+        deg: Mapping[str, int] = degrees(view)
+        entity_keys: Iterable[str] = view.entities
+        relationship_keys: Iterable[str] = (
+            k
+            for k, r in view.relationships.items()
+            if keys is None or (r.source_key in keys and r.target_key in keys)
+        )
+    else:
+        deg, entity_keys, relationship_keys = (
+            index.degree,
+            sorted(keys),
+            index.relationships_within(keys),
+        )
     entities = [
         ReportEntity(
             k,
@@ -248,10 +284,10 @@ def report_graph(view: GraphView, state: JobState, keys: set[str] | None = None)
             e.name,
             e.type,
             summary(state, f"e:{k}", first(e.descriptions.values())),
-            deg[k],
+            deg.get(k, 0),
         )
-        for k, e in view.entities.items()
-        if keys is None or k in keys
+        for k in entity_keys
+        if (keys is None or k in keys) and (e := view.entities.get(k)) is not None
     ]
     relationships = [
         ReportRelationship(
@@ -261,10 +297,10 @@ def report_graph(view: GraphView, state: JobState, keys: set[str] | None = None)
             r.target_key,
             summary(state, f"r:{k}", first(r.descriptions.values())),
             float(r.weight),
-            deg[r.source_key] + deg[r.target_key],
+            deg.get(r.source_key, 0) + deg.get(r.target_key, 0),
         )
-        for k, r in view.relationships.items()
-        if keys is None or (r.source_key in keys and r.target_key in keys)
+        for k in relationship_keys
+        if (r := view.relationships.get(k)) is not None
     ]
     return ReportGraph.build(entities, relationships, _report_claims(view, ids, keys))
 

@@ -35,7 +35,8 @@ import functools
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -80,14 +81,32 @@ class RelationshipFacts:
     source: str  # entity key
     target: str  # entity key
     descriptions: tuple[str, ...]  # extracted descriptions, not the summary
+    key: str = ""  # relationship key; "" stands for the pair (one relationship per pair)
 
 
-@dataclass(frozen=True, slots=True)
-class EvidenceGraph:
-    """Fingerprints per entity and per undirected edge; build once per run."""
+def claim_text(claim: ReportClaim) -> str:
+    return f"{claim.type} {claim.status} {claim.description}"
 
-    entity_facts: Mapping[str, frozenset[str]]
-    edge_facts: Mapping[str, Mapping[str, frozenset[str]]]  # key -> neighbour key -> facts
+
+class EvidenceIndex:
+    """Fingerprints per entity and per undirected edge, kept up to date element by element,
+    with the adjacency and degree of every entity.
+
+    The community job keeps one in its state and updates only the entities and relationships
+    a run's changes touched, so planning (and building the rows of the few reports it
+    rewrites) costs what changed, not the size of the graph. A fingerprint names its owner, so
+    the evidence of two elements never overlaps: a community's evidence is the disjoint union
+    of its members' facts and its internal edges' facts.
+    """
+
+    def __init__(self) -> None:
+        self.entity_facts: dict[str, frozenset[str]] = {}
+        # key -> neighbour -> facts of the relationships between them (possibly none)
+        self.edge_facts: dict[str, dict[str, frozenset[str]]] = {}
+        self.degree: Counter[str] = Counter()  # relationships at each entity (a loop counts 2)
+        # relationship key -> (sorted pair, its facts); several keys may share a pair (A->B, B->A)
+        self._relationships: dict[str, tuple[tuple[str, str], frozenset[str]]] = {}
+        self._by_pair: dict[tuple[str, str], set[str]] = {}
 
     @classmethod
     def build(
@@ -95,24 +114,67 @@ class EvidenceGraph:
         entities: Iterable[EntityFacts],
         relationships: Iterable[RelationshipFacts],
         claims: Iterable[ReportClaim] = (),
-    ) -> EvidenceGraph:
-        facts: dict[str, set[str]] = {}
-        for ent in entities:
-            bucket = facts.setdefault(ent.key, set())
-            bucket.update(fingerprint("entity", ent.key, d) for d in ent.descriptions)
+    ) -> EvidenceIndex:
+        index = cls()
+        about: dict[str, list[str]] = {}
         for claim in claims:
-            text = f"{claim.type} {claim.status} {claim.description}"
-            facts.setdefault(claim.subject, set()).add(fingerprint("claim", claim.subject, text))
-        edges: dict[str, dict[str, set[str]]] = {}
+            about.setdefault(claim.subject, []).append(claim_text(claim))
+        for ent in entities:
+            index.set_entity(ent.key, ent.descriptions, about.pop(ent.key, ()))
+        for subject, texts in about.items():  # claims about an entity not (yet) in the graph
+            index.set_entity(subject, (), texts)
         for rel in relationships:
-            a, b = sorted((rel.source, rel.target))
-            prints = {fingerprint("relationship", f"{a}\x00{b}", d) for d in rel.descriptions}
-            edges.setdefault(a, {}).setdefault(b, set()).update(prints)
-            edges.setdefault(b, {}).setdefault(a, set()).update(prints)
-        return cls(
-            entity_facts={k: frozenset(v) for k, v in facts.items()},
-            edge_facts={k: {n: frozenset(f) for n, f in v.items()} for k, v in edges.items()},
-        )
+            index.set_relationship(rel.key, rel.source, rel.target, rel.descriptions)
+        return index
+
+    def set_entity(self, key: str, descriptions: Iterable[str], claims: Iterable[str]) -> None:
+        prints = {fingerprint("entity", key, d) for d in descriptions}
+        prints.update(fingerprint("claim", key, text) for text in claims)
+        if prints:
+            self.entity_facts[key] = frozenset(prints)
+        else:
+            self.entity_facts.pop(key, None)
+
+    def set_relationship(
+        self, key: str, source: str, target: str, descriptions: Iterable[str]
+    ) -> None:
+        pair = (source, target) if source <= target else (target, source)
+        key = key or "\x00".join(pair)
+        self.drop_relationship(key)
+        owner = "\x00".join(pair)
+        prints = frozenset(fingerprint("relationship", owner, d) for d in descriptions)
+        self._relationships[key] = (pair, prints)
+        self._by_pair.setdefault(pair, set()).add(key)
+        self.degree.update(pair)
+        self._set_pair(pair)
+
+    def drop_relationship(self, key: str) -> None:
+        gone = self._relationships.pop(key, None)
+        if gone is None:
+            return
+        pair = gone[0]
+        self.degree.subtract(pair)
+        for end in pair:
+            if self.degree[end] <= 0:
+                del self.degree[end]
+        keys = self._by_pair[pair]
+        keys.discard(key)
+        if not keys:
+            del self._by_pair[pair]
+        self._set_pair(pair)
+
+    def _set_pair(self, pair: tuple[str, str]) -> None:
+        a, b = pair
+        prints: set[str] = set()
+        for key in self._by_pair.get(pair, ()):
+            prints.update(self._relationships[key][1])
+        for one, other in ((a, b), (b, a)):
+            if pair in self._by_pair:
+                self.edge_facts.setdefault(one, {})[other] = frozenset(prints)
+            elif (edges := self.edge_facts.get(one)) is not None:
+                edges.pop(other, None)
+                if not edges:
+                    del self.edge_facts[one]
 
     def community_evidence(self, members: frozenset[str]) -> EvidenceSet:
         """Facts of the members and of the edges between them."""
@@ -123,6 +185,15 @@ class EvidenceGraph:
                 if neighbour in members:
                     out.update(prints)
         return frozenset(out)
+
+    def relationships_within(self, keys: Collection[str]) -> list[str]:
+        """The keys of the relationships with both ends in ``keys``, sorted."""
+        out: list[str] = []
+        for key in keys:
+            for neighbour in self.edge_facts.get(key, {}):
+                if key <= neighbour and neighbour in keys:
+                    out.extend(self._by_pair[(key, neighbour)])
+        return sorted(out)
 
 
 def unreflected(current: EvidenceSet, reflected: EvidenceSet) -> float:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from graph.community_ids import HumanIds
-from graph.evidence import ReportBasis
+from graph.evidence import EvidenceIndex, ReportBasis
 from graph.graph_view import GraphView
 from graph.leiden import Hierarchy
 from graph.model import Community
@@ -41,6 +41,9 @@ class JobState:
     # waiting for a retry): the next run looks at them again even if nothing touches them (as
     # it does at refused ones); None: unknown
     summaries_pending: set[str] | None = field(default_factory=set)
+    # the fingerprints of every entity, relationship and claim, updated run by run from what
+    # changes touched; None: not built yet (the next run builds it from the whole view)
+    evidence: EvidenceIndex | None = None
 
 
 @dataclass(frozen=True, slots=True)

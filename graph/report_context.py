@@ -89,7 +89,7 @@ class ReportGraph:
             by_subject.setdefault(claim.subject, []).append(claim)
         return cls(
             entities={e.key: e for e in entities},
-            edges_by_entity={k: tuple(v) for k, v in edges.items()},
+            edges_by_entity={k: tuple(sorted(v, key=lambda r: r.key)) for k, v in edges.items()},
             claims_by_entity={
                 k: tuple(sorted(v, key=lambda c: c.key)) for k, v in by_subject.items()
             },

@@ -32,7 +32,7 @@ from graph.community_run import (
     RunParams,
     assign_record_ids,
     cluster,
-    evidence_graph,
+    evidence_index,
     lineage,
     plan_reports,
     planning_scope,
@@ -139,8 +139,8 @@ class Runner:
         scope = planning_scope(
             communities, state.communities, None if touched is None else touched.entities, state
         )
-        graph_ev = evidence_graph(view, {k for c in scope if c.level == 0 for k in c.entity_keys})
-        evidence = {c.id: graph_ev.community_evidence(c.entity_keys) for c in scope}
+        index = evidence_index(view, state, touched)
+        evidence = {c.id: index.community_evidence(c.entity_keys) for c in scope}
         plan = plan_reports(scope, evidence, state, self.params)
         self.planned = len(scope)
         t = self._tick("evidence", t)

@@ -21,6 +21,7 @@ import pytest
 from agents.community.runner import Runner
 from core.settings import CommunitySettings, LLMSettings, Settings, load_settings
 from core.snapshot_store import SnapshotStore
+from graph.community_run import evidence_index, report_graph
 from graph.graph_view import GraphView
 from graph.job_state import JobState
 from graph.keys import entity_key
@@ -416,6 +417,14 @@ class TestPlanningScope:
                     _fact(world, step)
             worlds[1].view.touched = None
             results = [await job.run(world.view) for job, world in zip(jobs, worlds, strict=True)]
+            kept, rebuilt = jobs[0].state.evidence, evidence_index(worlds[0].view, JobState(), None)
+            assert kept is not None and kept.entity_facts == rebuilt.entity_facts, step
+            assert kept.edge_facts == rebuilt.edge_facts, step
+            keys = set(sorted(worlds[0].view.entities)[::3])
+            via_index = report_graph(worlds[0].view, jobs[0].state, keys)
+            jobs[0].state.evidence = None  # every relationship of the view read instead
+            assert report_graph(worlds[0].view, jobs[0].state, keys) == via_index, step
+            jobs[0].state.evidence = kept
             assert results[0]["events"] == results[1]["events"], step
             assert results[0]["regenerated"] == results[1]["regenerated"], step
             snaps = [job.snapshot() for job in jobs]

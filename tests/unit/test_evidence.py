@@ -10,7 +10,7 @@ import pytest
 from graph.evidence import (
     EntityFacts,
     EvidenceError,
-    EvidenceGraph,
+    EvidenceIndex,
     RegenerationPlan,
     RelationshipFacts,
     ReportBasis,
@@ -30,8 +30,8 @@ def graph_of(
     descriptions: dict[str, list[str]],
     edges: dict[tuple[str, str], list[str]] | None = None,
     claims: Sequence[ReportClaim] = (),
-) -> EvidenceGraph:
-    return EvidenceGraph.build(
+) -> EvidenceIndex:
+    return EvidenceIndex.build(
         [EntityFacts(k, tuple(v)) for k, v in descriptions.items()],
         [RelationshipFacts(a, b, tuple(v)) for (a, b), v in (edges or {}).items()],
         claims,
@@ -52,7 +52,7 @@ def community(cid: str = "c1", members: frozenset[str] = MEMBERS, level: int = 0
 
 
 def decide_one(
-    graph: EvidenceGraph, basis: ReportBasis | None, c: Community | None = None
+    graph: EvidenceIndex, basis: ReportBasis | None, c: Community | None = None
 ) -> tuple[bool, str | None, float]:
     c = c or community()
     plan = decide_regeneration(
@@ -65,7 +65,7 @@ def decide_one(
     return d.regenerate, d.reason, d.unreflected_after
 
 
-def basis_now(graph: EvidenceGraph, members: frozenset[str] = MEMBERS) -> ReportBasis:
+def basis_now(graph: EvidenceIndex, members: frozenset[str] = MEMBERS) -> ReportBasis:
     return ReportBasis(members, graph.community_evidence(members))
 
 
@@ -252,3 +252,40 @@ class TestMembershipTolerance:
         }
         regenerate, reason, _ = self._plan(facts, frozenset("abc"), frozenset("abcd"), 0.3)
         assert (regenerate, reason) == (True, "new_evidence")
+
+
+class TestEvidenceIndex:
+    """The index the job keeps between runs, updated element by element."""
+
+    def test_updates_equal_a_fresh_build(self) -> None:
+        index = graph_of(BASE, BASE_EDGES)
+        index.set_entity("crane", ["Crane is a bank.", "Crane lent Acme money."], ["fraud TRUE x"])
+        index.set_relationship("", "crane", "acme", ["Crane lent Acme money."])
+        claim = ReportClaim("k1", 1, "crane", "fraud", "TRUE", "x")
+        fresh = graph_of(
+            {**BASE, "crane": ["Crane is a bank.", "Crane lent Acme money."]},
+            {**BASE_EDGES, ("acme", "crane"): ["Crane lent Acme money."]},
+            [claim],
+        )
+        assert index.entity_facts == fresh.entity_facts
+        assert index.edge_facts == fresh.edge_facts
+
+    def test_two_relationships_of_one_pair_share_an_edge_until_both_are_gone(self) -> None:
+        index = graph_of(BASE)
+        index.set_relationship("r1", "acme", "bolt", ["Acme supplies Bolt."])
+        index.set_relationship("r2", "bolt", "acme", ["Bolt pays Acme."])
+        assert len(index.edge_facts["acme"]["bolt"]) == 2
+        assert index.edge_facts["bolt"]["acme"] == index.edge_facts["acme"]["bolt"]
+        index.drop_relationship("r1")
+        assert index.edge_facts["acme"]["bolt"] == {
+            fingerprint("relationship", "acme\x00bolt", "Bolt pays Acme.")
+        }
+        index.drop_relationship("r2")
+        index.drop_relationship("r2")  # dropping twice is harmless
+        assert "acme" not in index.edge_facts and "bolt" not in index.edge_facts
+        assert index.community_evidence(MEMBERS) == graph_of(BASE).community_evidence(MEMBERS)
+
+    def test_an_entity_left_with_no_facts_leaves_the_index(self) -> None:
+        index = graph_of(BASE)
+        index.set_entity("bolt", [], [])
+        assert "bolt" not in index.entity_facts
