@@ -223,7 +223,15 @@ class CommunitySettings(BaseModel):
         description="Relative modularity shortfall against a fresh clustering beyond which a "
         "run re-balances (frees every entity, warm-started)",
     )
-    keep_snapshots: int = Field(5, ge=1, description="Snapshots kept on disk")
+    keep_snapshots: int = Field(
+        5, ge=1, description="Graph versions kept readable (as-of questions reach back this far)"
+    )
+    compact_every: int = Field(
+        20,
+        ge=1,
+        description="Graph-table maintenance (compaction of small files, dropping row "
+        "versions older than retention, vacuum) every this many versions",
+    )
     report_max_tokens: int = Field(8000, ge=200, description="Token budget of a report context")
     summary_join_max_tokens: int = Field(
         200,
@@ -390,7 +398,13 @@ class Settings(BaseSettings):
 
     @property
     def snapshots_dir(self) -> Path:
+        """Where releases before the graph tables kept JSON-lines snapshots (read to convert)."""
         return self.data_dir / self.namespace / "snapshots"
+
+    @property
+    def tables_uri(self) -> str:
+        """The namespace's graph tables (Delta Lake, ``core.graph_tables``)."""
+        return str(self.data_dir / self.namespace / "tables")
 
 
 def _format_validation_error(err: ValidationError) -> str:

@@ -279,7 +279,7 @@ class SnapshotWatcher:
     ``await asyncio.to_thread(watcher.current)``.
     """
 
-    def __init__(self, store: SnapshotStore) -> None:
+    def __init__(self, store: SnapshotStoreProtocol) -> None:
         self._store = store
         self._lock = threading.Lock()
         # (pointer stamp, snapshot) in one attribute, so readers never see a torn pair

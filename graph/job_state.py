@@ -18,6 +18,7 @@ from graph.graph_view import GraphView
 from graph.leiden import Hierarchy
 from graph.model import Community
 from graph.snapshot_model import SnapshotReport
+from graph.snapshots import KnownRows
 
 HISTORY_CAP = 50  # size-history points kept per community
 
@@ -44,6 +45,9 @@ class JobState:
     # the fingerprints of every entity, relationship and claim, updated run by run from what
     # changes touched; None: not built yet (the next run builds it from the whole view)
     evidence: EvidenceIndex | None = None
+    # a digest of every row of the graph version this job committed last, to commit only the
+    # rows that change; None: read that version back first
+    tables_known: KnownRows | None = None
 
 
 @dataclass(frozen=True, slots=True)

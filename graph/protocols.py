@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from graph.snapshot_model import Snapshot
@@ -73,7 +72,7 @@ class SnapshotStore(Protocol):
     moving the pointer back. ``load`` never returns a half-written snapshot.
     """
 
-    def write(self, snapshot: Snapshot) -> Path: ...
+    def write(self, snapshot: Snapshot) -> object: ...
 
     def load(self, version: int | None = None) -> Snapshot: ...
 
@@ -82,3 +81,5 @@ class SnapshotStore(Protocol):
     def next_version(self) -> int: ...
 
     def versions(self) -> list[int]: ...
+
+    def pointer_stamp(self) -> tuple[int, int, int] | None: ...

@@ -254,6 +254,10 @@ def _community(
     )
     units = sorted({u for k in members for u in view.entity_units.get(k, ())})
     parent = ids.get("community", c.parent) if c.parent else None
+    daily = community_daily(view, members)
+    # the newest document day of its members' mentions, so the row changes with its news
+    # rather than with every version
+    period = max(daily).isoformat() if daily else period
     return SnapshotCommunity(
         c.id,
         hrid,
@@ -267,7 +271,7 @@ def _community(
         tuple(units),
         period,
         len(members),
-        _daily(community_daily(view, members)),
+        _daily(daily),
         score,
         size_history,
     )

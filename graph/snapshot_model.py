@@ -74,7 +74,7 @@ class SnapshotCommunity:
     entity_ids: tuple[str, ...]
     relationship_ids: tuple[str, ...]
     text_unit_ids: tuple[str, ...]
-    period: str  # ISO date of the snapshot's newest document
+    period: str  # ISO date of the newest document its members are mentioned in
     size: int
     mentions_per_day: tuple[tuple[str, int], ...] = ()
     emerging_score: float = 0.0

@@ -19,7 +19,11 @@ truncated file) is rejected rather than silently loaded short.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import hashlib
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
@@ -50,6 +54,13 @@ TABLES: dict[str, type] = {
     "text_units": SnapshotTextUnit,
     "documents": SnapshotDocument,
     "claims": SnapshotClaim,
+}
+
+# columns derived from other rows, not stored: a hub's new relationship would otherwise rewrite
+# every one of its relationships' rows (combined_degree) in every version; ``load`` derives them
+DERIVED: dict[str, tuple[str, ...]] = {
+    "entities": ("degree",),
+    "relationships": ("combined_degree",),
 }
 
 T = TypeVar("T")
@@ -156,3 +167,48 @@ def _decode_rows(table: str, cls: type[T], payload: bytes) -> tuple[T, ...]:
         except DecodeError as err:
             raise SnapshotFormatError(table, str(err), line=number) from err
     return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class KnownRows:
+    """What a writer remembers of the version it committed: a digest of every row by id."""
+
+    version: int
+    digests: dict[str, dict[str, bytes]]
+
+    @classmethod
+    def of(cls, snapshot: Snapshot) -> KnownRows:
+        return cls(
+            snapshot.meta.version,
+            {name: row_digests(name, getattr(snapshot, name)) for name in TABLES},
+        )
+
+
+def row_digests(name: str, rows: Iterable[Any]) -> dict[str, bytes]:
+    """A short digest of each row's stored form (derived columns left out), by id: what a
+    writer keeps to find the rows that changed without reading the previous version back."""
+    derived = DERIVED.get(name, ())
+    out = {}
+    for r in rows:
+        stored = CODEC.encode(r)
+        for column in derived:
+            stored.pop(column, None)
+        out[r.id] = hashlib.blake2b(orjson.dumps(stored), digest_size=8).digest()
+    return out
+
+
+def with_degrees(snapshot: Snapshot) -> Snapshot:
+    """Entity ``degree`` (relationships at the entity; a loop counts twice) and relationship
+    ``combined_degree`` (the sum of its ends' degrees), derived from the relationships."""
+    degree: Counter[str] = Counter()
+    for r in snapshot.relationships:
+        degree[r.source_id] += 1
+        degree[r.target_id] += 1
+    return dataclasses.replace(
+        snapshot,
+        entities=tuple(dataclasses.replace(e, degree=degree[e.id]) for e in snapshot.entities),
+        relationships=tuple(
+            dataclasses.replace(r, combined_degree=degree[r.source_id] + degree[r.target_id])
+            for r in snapshot.relationships
+        ),
+    )

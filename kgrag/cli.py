@@ -209,17 +209,42 @@ def export_cmd(
     version: Annotated[int | None, typer.Option(help="Snapshot version (default: latest)")] = None,
 ) -> None:
     """Write the latest snapshot as Microsoft GraphRAG output tables (parquet)."""
-    from core.snapshot_store import SnapshotStore
+    from core.graph_tables import legacy_hint, open_graph_store
     from kgrag.export import export_graphrag
 
     if fmt != "graphrag":
         raise KgragError(f"unknown export format {fmt!r}; use --format graphrag")
     settings = _settings()
-    store = SnapshotStore(settings.snapshots_dir, keep=settings.community.keep_snapshots)
+    store = open_graph_store(settings)
     if store.latest_version() is None:
-        raise KgragError("no snapshot yet: run `kgrag worker` and publish documents first")
+        raise KgragError(
+            legacy_hint(settings, store)
+            or "no graph version yet: run `kgrag worker` and publish documents first"
+        )
     paths = export_graphrag(store.load(version), out_dir)
     console.print(f"wrote {len(paths)} tables to {out_dir}")
+
+
+@app.command("migrate")
+def migrate_cmd() -> None:
+    """Convert the namespace's snapshots from the format of earlier releases (JSON-lines
+    directories) into graph tables; the latest snapshot becomes the first graph version."""
+    from core.graph_tables import convert_legacy_snapshots, open_graph_store
+
+    settings = _settings()
+    store = open_graph_store(settings)
+    version = convert_legacy_snapshots(settings, store)
+    if version is None:
+        latest = store.latest_listed()
+        console.print(
+            "nothing to convert: "
+            + (f"graph tables hold version {latest}" if latest else "no old snapshots found")
+        )
+        return
+    console.print(
+        f"converted snapshot {version} into graph tables at {store.root}; "
+        f"{settings.snapshots_dir} is no longer read and may be deleted"
+    )
 
 
 # ---- demo ----------------------------------------------------------------------------------

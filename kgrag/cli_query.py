@@ -22,8 +22,9 @@ from rich.table import Table
 from rich.text import Text
 
 from core.errors import KgragError
+from core.graph_tables import legacy_hint, open_graph_store
 from core.settings import Settings, get_settings
-from core.snapshot_store import SnapshotNotFoundError, SnapshotStore
+from core.snapshot_store import SnapshotNotFoundError
 from query.index import QueryIndex
 from query.results import QueryResult
 
@@ -63,11 +64,11 @@ def _fail(message: str) -> NoReturn:
 
 def load_index(settings: Settings) -> QueryIndex:
     """The latest snapshot's index; a friendly exit when there is none yet."""
-    store = SnapshotStore(settings.snapshots_dir, keep=settings.community.keep_snapshots)
+    store = open_graph_store(settings)
     try:
         return QueryIndex.from_snapshot(store.load())
     except SnapshotNotFoundError:
-        _fail(NO_SNAPSHOT_HINT.format(path=settings.snapshots_dir))
+        _fail(legacy_hint(settings, store) or NO_SNAPSHOT_HINT.format(path=settings.tables_uri))
 
 
 async def _ask(

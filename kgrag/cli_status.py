@@ -32,12 +32,12 @@ from rich.console import Console
 from rich.table import Table
 
 from core.errors import KgragError
+from core.graph_tables import open_graph_store
 from core.health import Eta, assess, describe_job, eta, format_duration, pending_changes
 from core.job_status import JobStatus, read_status
 from core.lag import consumer_lag
 from core.settings import Settings, get_settings
-from core.snapshot_store import SnapshotStore
-from graph.snapshots import META_FILE
+from core.snapshot_store import SnapshotStoreError
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,6 @@ STAGES = (
 )
 GRAPH_CHANGES = "graph_changes"
 FAILED_SHOWN = 5  # refused items listed in the human form
-_META_ATTEMPTS = 3
 
 
 class KafkaUnreachableError(KgragError):
@@ -86,36 +85,26 @@ class SnapshotFacts:
 
 
 def latest_snapshot(settings: Settings) -> SnapshotFacts | None:
-    """The latest snapshot's meta, or None before the first one. Reads one small file (and
-    creates nothing: a namespace without a snapshot directory has no snapshot)."""
-    root = settings.snapshots_dir
-    if not root.is_dir():
+    """The latest graph version's meta, or None before the first one. Reads the small
+    versions table (and creates nothing)."""
+    store = open_graph_store(settings)
+    try:
+        infos = store.version_infos()
+    except SnapshotStoreError as e:
+        raise KgragError(
+            f"the graph tables in {store.root} cannot be read ({e}); the community job's next "
+            "run writes a new version"
+        ) from e
+    if not infos:
         return None
-    store = SnapshotStore(root, keep=settings.community.keep_snapshots)
-    for _ in range(_META_ATTEMPTS):
-        version = store.latest_version()
-        if version is None:
-            return None
-        try:
-            doc = orjson.loads((store.path_of(version) / META_FILE).read_bytes())
-        except FileNotFoundError:
-            continue  # pruned between reading the pointer and opening it: look again
-        except (OSError, ValueError) as e:
-            raise KgragError(
-                f"snapshot {version} in {root} cannot be read ({e}); the community job's "
-                "next run replaces it, or delete that directory's LATEST pointer to start over"
-            ) from e
-        meta = doc.get("meta", {}) if isinstance(doc, dict) else {}
-        return SnapshotFacts(
-            version=version,
-            created_at=str(meta.get("created_at", "")),
-            mode=str(meta.get("mode", "")),
-            counts={str(k): int(v) for k, v in (meta.get("counts") or {}).items()},
-            consumed_offsets={
-                str(k): int(v) for k, v in (meta.get("consumed_offsets") or {}).items()
-            },
-        )
-    return None
+    meta = infos[-1].meta
+    return SnapshotFacts(
+        version=meta.version,
+        created_at=meta.created_at,
+        mode=meta.mode,
+        counts=dict(meta.counts),
+        consumed_offsets=dict(meta.consumed_offsets),
+    )
 
 
 @dataclass(frozen=True, slots=True)

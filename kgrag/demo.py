@@ -24,9 +24,9 @@ from rich.console import Console
 from rich.table import Table
 
 from core.errors import KgragError
+from core.graph_tables import open_graph_store
 from core.publish import publish
 from core.settings import Settings
-from core.snapshot_store import SnapshotStore
 from core.vector_store import WeaviateStore
 from kgrag.services import launcher
 from streams.admin import delete_namespace_topics, ensure_topics
@@ -69,7 +69,7 @@ async def _reset(settings: Settings) -> None:
 
 def _wait_for_snapshot(settings: Settings, documents: int, timeout: float) -> int:
     """The version of a snapshot holding every document, once no newer one follows soon."""
-    store = SnapshotStore(settings.snapshots_dir, keep=settings.community.keep_snapshots)
+    store = open_graph_store(settings)
     deadline = time.monotonic() + timeout
     settle = settings.community.debounce_s * 2 + 2
     seen, since = None, time.monotonic()
@@ -107,7 +107,7 @@ async def _events(settings: Settings) -> list[dict[str, Any]]:
 def _show_communities(console: Console, settings: Settings) -> None:
     from query.index import QueryIndex
 
-    store = SnapshotStore(settings.snapshots_dir, keep=settings.community.keep_snapshots)
+    store = open_graph_store(settings)
     snap = store.load()
     index = QueryIndex.from_snapshot(snap)
     console.print(
@@ -142,7 +142,7 @@ def _ask(console: Console, settings: Settings) -> None:
     from query.engine import QueryOptions, run_query
     from query.index import QueryIndex
 
-    store = SnapshotStore(settings.snapshots_dir, keep=settings.community.keep_snapshots)
+    store = open_graph_store(settings)
     index = QueryIndex.from_snapshot(store.load())
 
     async def ask(method: Any, question: str, opts: QueryOptions) -> Any:
@@ -164,7 +164,7 @@ def _show_trends(console: Console, settings: Settings) -> None:
     from query.time_window import parse_time_window
     from query.trends import trends
 
-    store = SnapshotStore(settings.snapshots_dir, keep=settings.community.keep_snapshots)
+    store = open_graph_store(settings)
     index = QueryIndex.from_snapshot(store.load())
     result = trends(index, parse_time_window(TREND_WINDOW, None, newest=index.newest), limit=5)
     console.rule(f"Emerging communities, {result.since} .. {result.until} (document time)")
@@ -227,7 +227,7 @@ def run_demo(settings: Settings, path: Path, question: str, console: Console) ->
             from query.engine import QueryOptions, run_query
             from query.index import QueryIndex
 
-            store = SnapshotStore(settings.snapshots_dir)
+            store = open_graph_store(settings)
             index = QueryIndex.from_snapshot(store.load())
 
             async def basic() -> Any:

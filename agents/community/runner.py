@@ -26,6 +26,7 @@ from typing import Any
 
 from agents.community.state import forget_state, load_state, save_state
 from agents.community.writers import Refused, Writers, build_writers
+from core.graph_tables import GraphTables, open_graph_store
 from core.settings import Settings
 from core.tokenizer import count_tokens, get_encoding
 from graph.community_run import (
@@ -84,6 +85,7 @@ class Runner:
         self.settings = settings
         self.state = state
         self.write_vectors = write_vectors
+        self._tables: GraphTables | None = None
         cfg = settings.community
         self.params = RunParams(
             cfg.max_cluster_size,
@@ -301,20 +303,17 @@ class Runner:
 
     # ---- snapshot, vectors, events ----------------------------------------------------
 
-    def _store(self) -> Any:
-        from core.snapshot_store import SnapshotStore
-
-        return SnapshotStore(
-            self.settings.snapshots_dir, keep=self.settings.community.keep_snapshots
-        )
+    def _store(self) -> GraphTables:
+        if self._tables is None:
+            self._tables = open_graph_store(self.settings, convert=True)
+        return self._tables
 
     def _next_version(self) -> int:
-        return max(self.state.version, self._store().latest_version() or 0) + 1
+        return max(self.state.version, self._store().latest_listed() or 0) + 1
 
     def _write(self, snapshot: Any) -> None:
-        store = self._store()
-        store.write(snapshot)
-        store.prune()
+        """Commit the rows that changed since the version this job wrote last."""
+        self.state.tables_known = self._store().write(snapshot, self.state.tables_known)
 
     def _meta(
         self,
@@ -348,8 +347,10 @@ class Runner:
     def _record_history(self, communities: tuple[Community, ...], version: int) -> None:
         hist = self.state.size_history
         live = {c.id for c in communities}
-        for c in communities:
-            hist[c.id] = (*hist.get(c.id, ()), (version, len(c.entity_keys)))[-HISTORY_CAP:]
+        for c in communities:  # a point when the size changed: a step function of versions
+            points = hist.get(c.id, ())
+            if not points or points[-1][1] != len(c.entity_keys):
+                hist[c.id] = (*points, (version, len(c.entity_keys)))[-HISTORY_CAP:]
         for cid in [k for k in hist if k not in live]:
             del hist[cid]
 

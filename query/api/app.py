@@ -14,9 +14,9 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
+from core.graph_tables import GraphTables, open_graph_store
 from core.publish import DocumentPublisher
 from core.settings import Settings
-from core.snapshot_store import SnapshotStore
 from query.api import routes_documents, routes_graph, routes_ops, routes_queries
 from query.api.errors import install_error_handlers
 from query.api.middleware import BodyLimit, api_key_guard
@@ -29,20 +29,18 @@ def create_app(
     settings: Settings,
     *,
     deps: QueryDeps | None = None,
-    snapshot_store: SnapshotStore | None = None,
+    snapshot_store: GraphTables | None = None,
     refresh_interval_s: float = 1.0,
     lag_ttl_s: float = 15.0,
 ) -> FastAPI:
     """The query service. ``deps`` replaces the clients the lifespan would build (tests);
-    ``snapshot_store`` the store under ``settings.snapshots_dir``; consumer lag is read from
+    ``snapshot_store`` the namespace's graph tables; consumer lag is read from
     Kafka at most every ``lag_ttl_s`` seconds."""
     metrics = QueryMetrics()
-    store = snapshot_store or SnapshotStore(
-        settings.snapshots_dir, keep=settings.community.keep_snapshots
-    )
+    store = snapshot_store or open_graph_store(settings)
     state = ServiceState(
         settings,
-        IndexHolder(store, metrics),
+        IndexHolder(store, metrics, settings),
         metrics,
         LagProbe(settings, metrics, lag_ttl_s),
         DocumentPublisher(settings),

@@ -23,9 +23,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from core.graph_tables import GraphTables, legacy_hint
 from core.publish import DocumentPublisher
 from core.settings import Settings
-from core.snapshot_store import PointerStamp, SnapshotStore, SnapshotWatcher
+from core.snapshot_store import PointerStamp, SnapshotWatcher
 from query.api.errors import ApiError, api_error
 from query.deps import QueryDeps
 from query.index import QueryIndex
@@ -47,8 +48,14 @@ _UNSEEN: PointerStamp = (-1, -1, -1)
 class IndexHolder:
     """The ``QueryIndex`` in service, replaced (never mutated) when a newer snapshot appears."""
 
-    def __init__(self, store: SnapshotStore, metrics: QueryMetrics | None = None) -> None:
+    def __init__(
+        self,
+        store: GraphTables,
+        metrics: QueryMetrics | None = None,
+        settings: Settings | None = None,
+    ) -> None:
         self.store = store
+        self._settings = settings
         self._watcher = SnapshotWatcher(store)
         self._metrics = metrics
         self._index: QueryIndex | None = None
@@ -98,7 +105,8 @@ class IndexHolder:
     async def require(self) -> QueryIndex:
         index = await self.get()
         if index is None:
-            raise ApiError(503, "index_not_built", NO_SNAPSHOT)
+            hint = None if self._settings is None else legacy_hint(self._settings, self.store)
+            raise ApiError(503, "index_not_built", hint or NO_SNAPSHOT)
         return index
 
     async def run(self, interval_s: float) -> None:

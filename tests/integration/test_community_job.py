@@ -32,9 +32,10 @@ from typing import Any
 import httpx
 import pytest
 
+from core.graph_tables import GraphTables, open_graph_store
 from core.publish import publish
 from core.settings import LLMSettings, Settings
-from core.snapshot_store import SnapshotNotFoundError, SnapshotStore
+from core.snapshot_store import SnapshotNotFoundError
 from graph.keys import entity_key
 from graph.snapshot_model import Snapshot
 from kgrag.testing.scripted_contexts import parse_tables
@@ -140,7 +141,7 @@ def inconsistencies(snap: Snapshot) -> list[str]:
 
 @dataclass
 class Reader:
-    store: SnapshotStore
+    store: GraphTables
     loads: int = 0
     versions: set[int] = field(default_factory=set)
     failures: list[str] = field(default_factory=list)
@@ -169,7 +170,7 @@ class Reader:
 class System:
     settings: Settings
     llm: ScriptedLLMServer
-    store: SnapshotStore
+    store: GraphTables
     reader: Reader
     logs: Path
     worker: TunedWorker
@@ -218,8 +219,8 @@ def system(
             llm=LLMSettings(base_url=llm.base_url, max_retries=2, timeout_s=30),
         )
         asyncio.run(ensure_topics(settings))
-        store = SnapshotStore(settings.snapshots_dir, keep=settings.community.keep_snapshots)
-        reader = Reader(SnapshotStore(settings.snapshots_dir))
+        store = open_graph_store(settings)
+        reader = Reader(open_graph_store(settings))
         thread = threading.Thread(target=reader.run, name="snapshot-reader", daemon=True)
         thread.start()
         running = System(settings, llm, store, reader, tmp, None, tmp)  # type: ignore[arg-type]

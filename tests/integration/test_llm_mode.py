@@ -29,11 +29,12 @@ from typing import Any
 
 import pytest
 
+from core.graph_tables import GraphTables, open_graph_store
 from core.job_status import JobStatus, read_status
 from core.lag import reflects_everything
 from core.publish import publish
 from core.settings import LLMSettings, Settings
-from core.snapshot_store import SnapshotStore, SnapshotStoreError
+from core.snapshot_store import SnapshotStoreError
 from graph.snapshot_model import Snapshot
 from kgrag.testing.scripted_llm import FaultConfig, ScriptedLLMServer
 from streams.admin import delete_namespace_topics, ensure_topics
@@ -62,7 +63,7 @@ def dev_articles(start: int, count: int) -> list[dict[str, Any]]:
 class LLMSystem:
     settings: Settings
     llm: ScriptedLLMServer
-    store: SnapshotStore
+    store: GraphTables
     worker: TunedWorker
     tmp: Path
 
@@ -148,7 +149,7 @@ def system(
             "KGRAG_COMMUNITY__RETRY_BASE_S": "2",
         }
         worker = TunedWorker(settings, tmp / "worker.log", env).start()
-        running = LLMSystem(settings, llm, SnapshotStore(settings.snapshots_dir), worker, tmp)
+        running = LLMSystem(settings, llm, open_graph_store(settings), worker, tmp)
         try:
             yield running
         finally:

@@ -26,8 +26,8 @@ import uvicorn
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from core.clients import build_embedder
+from core.graph_tables import GraphTables, open_graph_store
 from core.settings import ApiSettings, LLMSettings, Settings
-from core.snapshot_store import SnapshotStore
 from core.vector_store import WeaviateStore
 from graph.snapshot_model import (
     Snapshot,
@@ -238,7 +238,7 @@ class ServerThread:
 class Api:
     url: str
     settings: Settings
-    store: SnapshotStore
+    store: GraphTables
     llm: ScriptedLLMServer
     snapshot: Snapshot
 
@@ -262,7 +262,7 @@ def api(
             api=ApiSettings(api_key=KEY, max_question_chars=300, max_request_bytes=20_000),
         )
         snapshot = news_world()
-        store = SnapshotStore(settings.snapshots_dir, keep=3)
+        store = open_graph_store(settings)
         store.write(snapshot)
         asyncio.run(write_vectors(settings, snapshot))
         asyncio.run(ensure_topics(settings))

@@ -19,9 +19,9 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+from core.graph_tables import open_graph_store
 from core.job_status import FailedItem, JobStatus, LastRun, write_status
 from core.settings import Settings, get_settings
-from core.snapshot_store import SnapshotStore
 from kgrag import cli_status
 from kgrag.cli import app
 from kgrag.cli_status import KafkaSample, KafkaUnreachableError
@@ -61,7 +61,7 @@ def publish_snapshot(settings: Settings, age_s: float, consumed: dict[str, int])
         counts={"documents": 5, "entities": len(base.entities)},
         consumed_offsets=consumed,
     )
-    SnapshotStore(settings.snapshots_dir).write(replace(base, meta=meta))
+    open_graph_store(settings).write(replace(base, meta=meta))
 
 
 def a_job(heard_s_ago: float) -> JobStatus:

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from agents.community.runner import Runner
+from core.graph_tables import open_graph_store
 from core.settings import CommunitySettings, LLMSettings, Settings, load_settings
-from core.snapshot_store import SnapshotStore
 from graph.community_run import evidence_index, report_graph
 from graph.graph_view import GraphView
 from graph.job_state import JobState
@@ -121,7 +121,7 @@ class Job:
         return self.last
 
     def snapshot(self) -> Snapshot:
-        return SnapshotStore(self.settings.snapshots_dir).load()
+        return open_graph_store(self.settings).load()
 
     def regenerated(self) -> set[str]:
         snap = self.snapshot()

@@ -21,9 +21,9 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
+from core.graph_tables import GraphTables
 from core.job_status import FailedItem, JobStatus, LastRun, write_status
 from core.settings import ApiSettings, Settings, load_settings
-from core.snapshot_store import SnapshotStore
 from graph.protocols import ChatResult
 from graph.snapshot_model import Snapshot, SnapshotMeta
 from query.api.app import create_app
@@ -70,12 +70,12 @@ def query_deps(llm: Any = None) -> QueryDeps:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> SnapshotStore:
-    return SnapshotStore(tmp_path / "snapshots", keep=3)
+def store(tmp_path: Path) -> GraphTables:
+    return GraphTables(tmp_path / "tables", keep=3)
 
 
 def client_for(
-    tmp: Path, store: SnapshotStore, *, api_key: str | None = None, llm: Any = None
+    tmp: Path, store: GraphTables, *, api_key: str | None = None, llm: Any = None
 ) -> TestClient:
     app = create_app(
         settings(tmp, api_key), deps=query_deps(llm), snapshot_store=store, refresh_interval_s=30
@@ -85,7 +85,7 @@ def client_for(
 
 
 @pytest.fixture
-def client(tmp_path: Path, store: SnapshotStore) -> Iterator[TestClient]:
+def client(tmp_path: Path, store: GraphTables) -> Iterator[TestClient]:
     store.write(versioned(world(), 1))
     with client_for(tmp_path, store) as c:
         yield c
@@ -104,7 +104,7 @@ ASK = {"question": "What did OPEC decide about output?"}
 
 class TestApiKey:
     def test_missing_and_wrong_keys_are_refused_with_json(
-        self, tmp_path: Path, store: SnapshotStore
+        self, tmp_path: Path, store: GraphTables
     ) -> None:
         store.write(versioned(world(), 1))
         with client_for(tmp_path, store, api_key=KEY) as c:
@@ -176,9 +176,7 @@ class TestLimitsAndErrors:
 
 
 class TestBeforeAnySnapshot:
-    def test_queries_answer_503_saying_what_to_do(
-        self, tmp_path: Path, store: SnapshotStore
-    ) -> None:
+    def test_queries_answer_503_saying_what_to_do(self, tmp_path: Path, store: GraphTables) -> None:
         with client_for(tmp_path, store) as c:
             answers = [
                 c.post(LOCAL, json=ASK),
@@ -194,7 +192,7 @@ class TestBeforeAnySnapshot:
         assert health["status"] == "no_snapshot" and health["snapshot"] is None
 
     def test_first_snapshot_is_served_without_restart(
-        self, tmp_path: Path, store: SnapshotStore
+        self, tmp_path: Path, store: GraphTables
     ) -> None:
         with client_for(tmp_path, store) as c:
             assert c.post(LOCAL, json=ASK).status_code == 503
@@ -320,7 +318,7 @@ class SlowLLM:
 
 class TestSnapshotSwap:
     def test_request_in_flight_keeps_its_snapshot_while_the_next_gets_the_new_one(
-        self, tmp_path: Path, store: SnapshotStore
+        self, tmp_path: Path, store: GraphTables
     ) -> None:
         store.write(versioned(world(), 1))
         llm = SlowLLM()
@@ -339,7 +337,7 @@ class TestSnapshotSwap:
         assert body["citations"] == {"Entities": [1]} and body["removed_citations"] == 1
 
     def test_every_query_succeeds_while_snapshots_are_published(
-        self, tmp_path: Path, store: SnapshotStore
+        self, tmp_path: Path, store: GraphTables
     ) -> None:
         store.write(grown(1))
         seen = []
@@ -355,7 +353,7 @@ class TestSnapshotSwap:
         assert final == 7
 
     def test_scripted_llm_answers_use_the_llm_path(
-        self, tmp_path: Path, store: SnapshotStore
+        self, tmp_path: Path, store: GraphTables
     ) -> None:
         store.write(versioned(world(), 1))
         llm = ScriptedLLM(lambda call: "OPEC [Data: Entities (1); Sources (77)].")
@@ -447,7 +445,7 @@ def no_lag(monkeypatch: pytest.MonkeyPatch) -> None:
 
 class TestHealthCommunityJob:
     def test_pending_changes_on_a_stale_version_name_the_silent_job(
-        self, tmp_path: Path, store: SnapshotStore, end_offsets: dict[int, int]
+        self, tmp_path: Path, store: GraphTables, end_offsets: dict[int, int]
     ) -> None:
         store.write(aged(1, 600, {"0": 4, "1": 0}))
         write_status(settings(tmp_path), job_status(heard_s_ago=45))
@@ -464,7 +462,7 @@ class TestHealthCommunityJob:
         assert job["last_run"]["version"] == 1
 
     def test_last_error_of_a_live_job_is_quoted(
-        self, tmp_path: Path, store: SnapshotStore, end_offsets: dict[int, int]
+        self, tmp_path: Path, store: GraphTables, end_offsets: dict[int, int]
     ) -> None:
         store.write(aged(1, 900, {}))
         status = job_status(heard_s_ago=1, state="running", last_error="HTTP 503 from the LLM")
@@ -479,7 +477,7 @@ class TestHealthCommunityJob:
         assert body["community_job"]["alive"] is True
 
     def test_failed_items_are_a_reason_even_when_fresh(
-        self, tmp_path: Path, store: SnapshotStore, end_offsets: dict[int, int]
+        self, tmp_path: Path, store: GraphTables, end_offsets: dict[int, int]
     ) -> None:
         store.write(aged(1, 5, {"0": 10, "1": 2}))
         write_status(settings(tmp_path), job_status(heard_s_ago=1, failed=3))
@@ -493,7 +491,7 @@ class TestHealthCommunityJob:
         assert len(body["community_job"]["failed_items"]) == 3
 
     def test_fresh_version_with_pending_changes_is_not_stale(
-        self, tmp_path: Path, store: SnapshotStore, end_offsets: dict[int, int]
+        self, tmp_path: Path, store: GraphTables, end_offsets: dict[int, int]
     ) -> None:
         store.write(aged(1, 5, {}))
         with client_for(tmp_path, store) as c:
@@ -502,7 +500,7 @@ class TestHealthCommunityJob:
         assert community_reasons(body) == []
 
     def test_kafka_failure_leaves_healthz_answering(
-        self, tmp_path: Path, store: SnapshotStore
+        self, tmp_path: Path, store: GraphTables
     ) -> None:
         store.write(aged(1, 3600, {}))  # stale, but the pending figure cannot be read
         write_status(settings(tmp_path), job_status(heard_s_ago=45))
@@ -515,7 +513,7 @@ class TestHealthCommunityJob:
         assert body["community_job"]["pid"] == 4242
 
     def test_end_offsets_are_read_once_per_few_seconds(
-        self, tmp_path: Path, store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, store: GraphTables, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         calls: list[float] = []
 
@@ -532,7 +530,7 @@ class TestHealthCommunityJob:
 
     @pytest.mark.usefixtures("no_lag")
     def test_metrics_expose_the_community_gauges(
-        self, tmp_path: Path, store: SnapshotStore, end_offsets: dict[int, int]
+        self, tmp_path: Path, store: GraphTables, end_offsets: dict[int, int]
     ) -> None:
         store.write(aged(1, 600, {"0": 4}))
         status = job_status(heard_s_ago=45, failed=2)
@@ -557,7 +555,7 @@ class TestHealthCommunityJob:
 
     @pytest.mark.usefixtures("no_lag")
     def test_metrics_without_a_status_file(
-        self, tmp_path: Path, store: SnapshotStore, end_offsets: dict[int, int]
+        self, tmp_path: Path, store: GraphTables, end_offsets: dict[int, int]
     ) -> None:
         store.write(aged(1, 5, {}))
         with client_for(tmp_path, store) as c:

@@ -1,0 +1,603 @@
+"""Graph tables: versioned Delta Lake tables written as delta commits of the rows that changed.
+
+Why Delta Lake (delta-rs through ``deltalake``): atomic commits, time travel and an open format
+that DuckDB, pandas, polars and Spark read, on a local path today and an object store later,
+instead of a home-made directory protocol.
+
+Layout under ``root`` (a path or an URI delta-rs understands)::
+
+    entities/ relationships/ communities/ community_reports/ text_units/ documents/ claims/
+    _versions/     one row per graph version: its number, time, meta and each table's rows
+
+**Rows as a change log (merge on read).** delta-rs rewrites every file a MERGE touches, so
+upserting a few hundred rows of a table kept in a few large files rewrites all of it. Each
+table is instead a log of row versions: the GraphRAG columns plus ``_version`` (the graph
+version that wrote the row) and ``_deleted``. A commit appends only the rows that changed and
+a tombstone per deleted id; the table *as of* version V is, per ``id``, the newest row with
+``_version <= V`` unless it is a tombstone (:func:`current_rows`). Files carry ``_version``
+statistics, so reading what changed between two versions opens only the files of those
+commits. ``kgrag export`` and any Delta reader get the current rows with that one rule.
+
+**A version is atomic across tables.** The writer appends to each table first, then appends
+the version's row to ``_versions``: that single-table Delta commit is the moment the version
+exists. Readers only look at rows of versions listed there, so a writer killed between the two
+leaves rows no reader sees; the next commit deletes them (rows above the latest listed
+version) before it writes its own.
+
+**One writer per version number.** Versions only go up: a commit at or below the latest listed
+version raises ``StaleSnapshotError`` (a community-job leader that lost its role mid-run
+cannot publish an older graph over a newer one). The community job is the one writer of every
+table.
+
+**Retention and small files.** ``keep`` versions stay readable as of their number. Every
+``compact_every`` commits the small files of each table are compacted (Delta ``optimize``);
+rows superseded before the oldest kept version are dropped by rewriting the table when they
+outnumber the live ones; files no Delta version still needs are vacuumed after
+``vacuum_hours`` (readers part-way through an older Delta version keep theirs meanwhile), and a
+Delta checkpoint keeps opening a table cheap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import os
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from core.errors import ConfigError
+from core.settings import Settings
+from core.snapshot_store import (
+    SnapshotCorruptError,
+    SnapshotNotFoundError,
+    SnapshotStoreError,
+    StaleSnapshotError,
+)
+from graph.codec import DecodeError
+from graph.snapshot_model import Snapshot, SnapshotMeta
+from graph.snapshots import CODEC, DERIVED, TABLES, KnownRows, row_digests, with_degrees
+
+log = logging.getLogger(__name__)
+
+VERSIONS = "_versions"
+FORMAT = 2  # graph-table format (1 was the JSON-lines snapshot directories)
+_VERSION, _DELETED = "_version", "_deleted"
+
+
+class GraphTablesError(SnapshotStoreError):
+    """A graph-table operation that cannot be done; says what to do."""
+
+
+# ---- schema: dataclass fields -> Arrow columns ---------------------------------------------
+
+
+def _arrow_type(hint: Any) -> tuple[pa.DataType, bool]:
+    """The column type of a field and whether it holds JSON text (nested or mapped values)."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:
+            return _arrow_type(inner[0])
+    plain = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
+    if hint in plain:
+        return plain[hint], False
+    is_tuple = typing.get_origin(hint) is tuple and len(args) == 2 and args[1] is Ellipsis
+    if is_tuple and args[0] in (str, int):
+        return pa.list_(plain[args[0]]), False
+    return pa.string(), True
+
+
+@dataclass(frozen=True, slots=True)
+class TableSchema:
+    name: str
+    cls: type
+    arrow: pa.Schema
+    json_columns: frozenset[str]
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The stored columns of the row class (derived ones left out)."""
+        derived = DERIVED.get(self.name, ())
+        return tuple(f.name for f in dataclasses.fields(self.cls) if f.name not in derived)
+
+
+@functools.cache
+def table_schema(name: str) -> TableSchema:
+    cls = TABLES[name]
+    hints = typing.get_type_hints(cls)
+    columns: list[pa.Field] = []
+    json_columns = set()
+    for f in dataclasses.fields(cls):
+        if f.name in DERIVED.get(name, ()):
+            continue
+        kind, as_json = _arrow_type(hints[f.name])
+        columns.append(pa.field(f.name, kind))
+        if as_json:
+            json_columns.add(f.name)
+    columns += [pa.field(_VERSION, pa.int64(), nullable=False), pa.field(_DELETED, pa.bool_())]
+    return TableSchema(name, cls, pa.schema(columns), frozenset(json_columns))
+
+
+def rows_to_arrow(
+    name: str, rows: Sequence[Any], version: int, deleted: Sequence[str] = ()
+) -> pa.Table:
+    """Row objects (upserts) and ids (tombstones) of one table as one Arrow batch."""
+    schema = table_schema(name)
+    encoded = [CODEC.encode(r) for r in rows]
+    data: dict[str, list[Any]] = {}
+    for column in schema.fields:
+        values = [row.get(column) for row in encoded]
+        if column in schema.json_columns:
+            values = [orjson.dumps(v).decode() for v in values]
+        data[column] = values + [deleted_id if column == "id" else None for deleted_id in deleted]
+    data[_VERSION] = [version] * (len(rows) + len(deleted))
+    data[_DELETED] = [False] * len(rows) + [True] * len(deleted)
+    return pa.Table.from_pydict(data, schema=schema.arrow)
+
+
+def arrow_to_rows(name: str, table: pa.Table) -> tuple[Any, ...]:
+    """Live (not tombstone) rows of an Arrow table back into row objects."""
+    schema = table_schema(name)
+    out: list[Any] = []
+    derived = dict.fromkeys(DERIVED.get(name, ()), 0)  # filled in by ``with_degrees``
+    for raw in table.select(list(schema.fields)).to_pylist():
+        raw.update(derived)
+        for column in schema.json_columns:
+            if raw.get(column) is not None:
+                raw[column] = orjson.loads(raw[column])
+        try:
+            out.append(CODEC.decode(schema.cls, raw))
+        except DecodeError as err:
+            raise GraphTablesError(f"graph table {name}, row {raw.get('id')!r}: {err}") from err
+    return tuple(out)
+
+
+def current_rows(table: pa.Table, as_of: int | None = None) -> pa.Table:
+    """Per id, the newest row at or below ``as_of`` (all when None), tombstones dropped."""
+    if as_of is not None:
+        table = table.filter(pc.field(_VERSION) <= as_of)
+    if table.num_rows == 0:
+        return table
+    order = pc.sort_indices(table, sort_keys=[("id", "ascending"), (_VERSION, "descending")])
+    table = table.take(order)
+    ids = table.column("id").combine_chunks()
+    first = pc.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1))
+    keep = pa.concat_arrays([pa.array([True]), first.fill_null(True)])
+    table = table.filter(keep)
+    return table.filter(pc.invert(table.column(_DELETED).fill_null(False)))
+
+
+# ---- what a commit carries ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TableChange:
+    upserts: tuple[Any, ...] = ()  # whole rows (row objects of the table's class)
+    deletes: tuple[str, ...] = ()  # ids
+
+    def __bool__(self) -> bool:
+        return bool(self.upserts or self.deletes)
+
+
+@dataclass(frozen=True, slots=True)
+class VersionInfo:
+    version: int
+    committed_at: str  # ISO wall-clock time of the commit
+    meta: SnapshotMeta
+    rows: dict[str, int] = field(default_factory=dict)  # live rows per table after it
+    changed: dict[str, int] = field(default_factory=dict)  # rows it wrote per table
+
+
+# ---- the store -----------------------------------------------------------------------------
+
+
+class GraphTables:
+    """Implements ``graph.protocols.SnapshotStore`` on Delta tables (see the module docstring).
+
+    ``write`` takes a whole snapshot and commits what differs from the latest version;
+    ``commit`` takes the changes themselves. ``load`` returns a whole version.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        keep: int = 5,
+        *,
+        storage_options: Mapping[str, str] | None = None,
+        compact_every: int = 20,
+        vacuum_hours: int = 1,
+    ) -> None:
+        if keep < 1:
+            raise ConfigError(f"keep must be >= 1 (the latest version is always kept); got {keep}")
+        self.root = str(root).rstrip("/")
+        self.keep = keep
+        self.storage_options = dict(storage_options or {})
+        self.compact_every = compact_every
+        self.vacuum_hours = vacuum_hours
+
+    def uri(self, table: str) -> str:
+        return f"{self.root}/{table}"
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _open(self, table: str) -> Any:
+        from deltalake import DeltaTable
+
+        try:
+            return DeltaTable(self.uri(table), storage_options=self.storage_options or None)
+        except Exception as err:  # deltalake raises TableNotFoundError (not exported alike)
+            if (
+                "no files in log segment" in str(err).lower()
+                or "not a delta table" in str(err).lower()
+                or type(err).__name__ == "TableNotFoundError"
+            ):
+                return None
+            raise
+
+    def version_infos(self) -> list[VersionInfo]:
+        """Every listed version still kept, oldest first."""
+        dt = self._open(VERSIONS)
+        if dt is None:
+            return []
+        out = []
+        for row in dt.to_pyarrow_table().to_pylist():
+            try:
+                meta = orjson.loads(row["meta"])
+                out.append(
+                    VersionInfo(
+                        int(row["version"]),
+                        str(row["committed_at"]),
+                        CODEC.decode(SnapshotMeta, meta["meta"]),
+                        dict(meta.get("rows", {})),
+                        dict(meta.get("changed", {})),
+                    )
+                )
+            except (orjson.JSONDecodeError, DecodeError, KeyError, TypeError) as err:
+                raise SnapshotCorruptError(
+                    Path(self.uri(VERSIONS)), f"version {row.get('version')}: {err}"
+                ) from err
+        out.sort(key=lambda v: v.version)
+        return [v for v in out if v.version in set(self._kept(out))]
+
+    def _kept(self, infos: Sequence[VersionInfo]) -> list[int]:
+        return [v.version for v in infos][-self.keep :]
+
+    def versions(self) -> list[int]:
+        return [v.version for v in self.version_infos()]
+
+    def latest_version(self) -> int | None:
+        versions = self.versions()
+        return versions[-1] if versions else None
+
+    def next_version(self) -> int:
+        return (self.latest_version() or 0) + 1
+
+    def resolve(self, as_of: int | str | datetime | None) -> VersionInfo:
+        """The kept version a reader asks for: a number, an ISO time (the newest version
+        committed at or before it), or None for the latest. ``SnapshotNotFoundError`` names
+        the oldest version kept when the request is older."""
+        infos = self.version_infos()
+        if not infos:
+            raise SnapshotNotFoundError(f"no graph version has been committed in {self.root}")
+        if as_of is None:
+            return infos[-1]
+        if isinstance(as_of, int):
+            found = [v for v in infos if v.version == as_of]
+            if found:
+                return found[0]
+            if as_of > infos[-1].version:
+                raise SnapshotNotFoundError(
+                    f"version {as_of} does not exist yet; the latest is {infos[-1].version}"
+                )
+            raise SnapshotNotFoundError(
+                f"version {as_of} is older than retention; the oldest version kept is "
+                f"{infos[0].version} (committed {infos[0].committed_at})"
+            )
+        when = as_of if isinstance(as_of, datetime) else _parse_time(as_of)
+        before = [v for v in infos if _parse_time(v.committed_at) <= when]
+        if not before:
+            raise SnapshotNotFoundError(
+                f"no version kept was committed at or before {when.isoformat()}; the oldest "
+                f"version kept is {infos[0].version} (committed {infos[0].committed_at})"
+            )
+        return before[-1]
+
+    def read_table(self, table: str, as_of: int, since: int | None = None) -> pa.Table:
+        """The raw row versions of ``table`` with ``since < _version <= as_of``."""
+        dt = self._open(table)
+        if dt is None:
+            return table_schema(table).arrow.empty_table()
+        condition = pc.field(_VERSION) <= as_of
+        if since is not None:
+            condition = condition & (pc.field(_VERSION) > since)
+        return dt.to_pyarrow_dataset().to_table(filter=condition)
+
+    def load(self, version: int | str | datetime | None = None) -> Snapshot:
+        """The whole graph as of ``version`` (see ``resolve``), derived columns filled in."""
+        info = self.resolve(version)
+        tables = {
+            name: arrow_to_rows(name, current_rows(self.read_table(name, info.version)))
+            for name in TABLES
+        }
+        return with_degrees(Snapshot(meta=info.meta, **tables))
+
+    def pointer_stamp(self) -> tuple[int, int, int] | None:
+        """A cheap change detector for readers: it changes whenever a version is listed."""
+        if "://" in self.root:
+            dt = self._open(VERSIONS)
+            return None if dt is None else (int(dt.version()), 0, 0)
+        try:
+            st = os.stat(os.path.join(self.root, VERSIONS, "_delta_log"))
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def changes(self, since: int, until: int) -> dict[str, TableChange]:
+        """What versions ``since+1 .. until`` changed, per table: the rows as of ``until`` of
+        every id written in between (tombstoned ids as deletes)."""
+        out: dict[str, TableChange] = {}
+        for name in TABLES:
+            rows = current_rows_with_tombstones(self.read_table(name, until, since))
+            deleted = rows.filter(rows.column(_DELETED).fill_null(False))
+            live = rows.filter(pc.invert(rows.column(_DELETED).fill_null(False)))
+            out[name] = TableChange(
+                arrow_to_rows(name, live), tuple(deleted.column("id").to_pylist())
+            )
+        return out
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def write(self, snapshot: Snapshot, known: KnownRows | None = None) -> KnownRows:
+        """Commit ``snapshot`` as its ``meta.version``: only the rows that differ from the
+        latest version's are written. ``known`` is what the writer remembers of the version
+        it wrote last (row digests); when that is not the latest version, the latest is read
+        back. Returns what to remember of this one."""
+        latest = self.latest_listed()
+        _reject_stale(snapshot.meta.version, latest)
+        if latest is not None and (known is None or known.version != latest):
+            known = KnownRows.of(self.load(latest))
+        digests = {name: row_digests(name, getattr(snapshot, name)) for name in TABLES}
+        changes = {}
+        for name in TABLES:
+            before = {} if known is None else known.digests.get(name, {})
+            now = digests[name]
+            changes[name] = TableChange(
+                tuple(r for r in getattr(snapshot, name) if before.get(r.id) != now[r.id]),
+                tuple(sorted(k for k in before if k not in now)),
+            )
+        self.commit(snapshot.meta, changes)
+        return KnownRows(snapshot.meta.version, digests)
+
+    def commit(self, meta: SnapshotMeta, changes: Mapping[str, TableChange]) -> VersionInfo:
+        """Append ``changes`` as version ``meta.version`` (atomic across tables, see above)."""
+        from deltalake import write_deltalake
+
+        version = meta.version
+        if version < 1:
+            raise GraphTablesError(f"graph versions start at 1; got {version}")
+        infos = self.version_infos_all()
+        latest = infos[-1].version if infos else None
+        _reject_stale(version, latest)
+        self._drop_unlisted(latest or 0)
+        changed: dict[str, int] = {}
+        rows = dict(infos[-1].rows) if infos else {}
+        for name in TABLES:
+            change = changes.get(name, TableChange())
+            if not change:
+                continue
+            batch = rows_to_arrow(name, change.upserts, version, change.deletes)
+            write_deltalake(
+                self.uri(name),
+                batch,
+                mode="append",
+                storage_options=self.storage_options or None,
+            )
+            changed[name] = batch.num_rows
+        for name in TABLES:  # live row counts come from the snapshot's own counts when given
+            if name in meta.counts:
+                rows[name] = meta.counts[name]
+        committed_at = datetime.now(UTC).isoformat(timespec="milliseconds")
+        record = {
+            "format": FORMAT,
+            "meta": CODEC.encode(meta),
+            "rows": rows,
+            "changed": changed,
+        }
+        entry = pa.table(
+            {
+                "version": pa.array([version], pa.int64()),
+                "committed_at": pa.array([committed_at]),
+                "meta": pa.array([orjson.dumps(record).decode()]),
+            }
+        )
+        if self.latest_listed() != latest:  # another writer listed a version meanwhile
+            raise StaleSnapshotError(version, self.latest_listed() or 0)
+        write_deltalake(
+            self.uri(VERSIONS), entry, mode="append", storage_options=self.storage_options or None
+        )
+        info = VersionInfo(version, committed_at, meta, rows, changed)
+        if version % self.compact_every == 0:
+            self.maintain()
+        return info
+
+    def version_infos_all(self) -> list[VersionInfo]:
+        """Every listed version, retention ignored (the writer's view)."""
+        keep, self.keep = self.keep, 10**9
+        try:
+            return self.version_infos()
+        finally:
+            self.keep = keep
+
+    def latest_listed(self) -> int | None:
+        infos = self.version_infos_all()
+        return infos[-1].version if infos else None
+
+    def _drop_unlisted(self, latest: int) -> None:
+        """Rows of versions above the latest listed one: a writer died before listing them."""
+        for name in TABLES:
+            dt = self._open(name)
+            if dt is None:
+                continue
+            if dt.to_pyarrow_dataset().count_rows(filter=pc.field(_VERSION) > latest):
+                log.warning("graph table %s: dropping rows of unlisted versions > %d", name, latest)
+                dt.delete(f"{_VERSION} > {latest}")
+
+    # -- retention -------------------------------------------------------------------------
+
+    def prune(self) -> list[int]:
+        """Retention: see ``maintain``. Returns the versions no longer readable."""
+        infos = self.version_infos_all()
+        gone = [v.version for v in infos][: max(0, len(infos) - self.keep)]
+        self.maintain()
+        return gone
+
+    def maintain(self) -> dict[str, Any]:
+        """Compact small files, drop row versions older than retention needs, vacuum files no
+        Delta version needs any more, checkpoint the logs."""
+        from deltalake import write_deltalake
+
+        infos = self.version_infos_all()
+        if not infos:
+            return {}
+        kept = self._kept(infos)
+        oldest = kept[0]
+        report: dict[str, Any] = {}
+        for name in (*TABLES, VERSIONS):
+            dt = self._open(name)
+            if dt is None:
+                continue
+            if name == VERSIONS:
+                table = dt.to_pyarrow_table()
+                stale = pc.less(table.column("version"), oldest)
+                if pc.any(stale).as_py():
+                    write_deltalake(
+                        self.uri(name),
+                        table.filter(pc.invert(stale)),
+                        mode="overwrite",
+                        storage_options=self.storage_options or None,
+                    )
+            else:
+                table = dt.to_pyarrow_table()
+                needed = needed_rows(table, oldest)
+                if needed.num_rows < table.num_rows // 2:
+                    write_deltalake(
+                        self.uri(name),
+                        needed,
+                        mode="overwrite",
+                        storage_options=self.storage_options or None,
+                    )
+                    report[name] = {"rows_dropped": table.num_rows - needed.num_rows}
+            dt = self._open(name)
+            dt.optimize.compact()
+            dt = self._open(name)
+            dt.vacuum(
+                retention_hours=self.vacuum_hours,
+                dry_run=False,
+                enforce_retention_duration=False,
+            )
+            dt.create_checkpoint()
+            dt.cleanup_metadata()
+        return report
+
+
+def needed_rows(table: pa.Table, oldest: int) -> pa.Table:
+    """The row versions a reader of any version from ``oldest`` on can need: all rows newer
+    than ``oldest``, and per id the newest row at or below it (unless a tombstone)."""
+    newer = table.filter(pc.field(_VERSION) > oldest)
+    base = current_rows(table, oldest)
+    return pa.concat_tables([base, newer])
+
+
+def current_rows_with_tombstones(table: pa.Table) -> pa.Table:
+    """Per id, the newest row version (a tombstone stays, as a delete)."""
+    if table.num_rows == 0:
+        return table
+    order = pc.sort_indices(table, sort_keys=[("id", "ascending"), (_VERSION, "descending")])
+    table = table.take(order)
+    ids = table.column("id").combine_chunks()
+    first = pc.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1))
+    return table.filter(pa.concat_arrays([pa.array([True]), first.fill_null(True)]))
+
+
+def _parse_time(text: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as err:
+        raise GraphTablesError(
+            f"{text!r} is neither a version number nor an ISO time (e.g. 2026-12-01T09:00:00Z)"
+        ) from err
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _reject_stale(version: int, current: int | None) -> None:
+    if current is not None and version <= current:
+        raise StaleSnapshotError(version, current)
+
+
+# ---- opening, and converting the old snapshot directories ----------------------------------
+
+
+def open_graph_store(settings: Settings, *, convert: bool = False) -> GraphTables:
+    """The namespace's graph tables. ``convert`` (writers: the community job, ``kgrag
+    migrate``) first converts a data directory that still holds only the JSON-lines snapshots
+    of earlier releases (its latest snapshot becomes the first graph version)."""
+    store = GraphTables(
+        settings.tables_uri,
+        keep=settings.community.keep_snapshots,
+        compact_every=settings.community.compact_every,
+    )
+    if convert:
+        convert_legacy_snapshots(settings, store)
+    return store
+
+
+def legacy_snapshot_version(settings: Settings) -> int | None:
+    """The latest snapshot in the old format under the namespace, if any."""
+    from core.snapshot_store import SnapshotStore
+
+    root = settings.snapshots_dir
+    if not (root / "LATEST").is_file():
+        return None
+    return SnapshotStore(root).latest_version()
+
+
+def legacy_hint(settings: Settings, store: GraphTables) -> str | None:
+    """What to run when the data directory holds old snapshots and no graph version yet."""
+    version = legacy_snapshot_version(settings)
+    if version is None or store.latest_listed() is not None:
+        return None
+    return (
+        f"{settings.snapshots_dir} holds graph snapshots in the format of an earlier release "
+        f"(latest: version {version}) and there are no graph tables yet: run `kgrag migrate` "
+        "(or start the worker, whose community job converts them) and ask again"
+    )
+
+
+def convert_legacy_snapshots(settings: Settings, store: GraphTables) -> int | None:
+    """Convert the old snapshot directory's latest snapshot into the first graph version,
+    once (nothing happens when graph tables exist). Returns the version converted."""
+    from core.snapshot_store import SnapshotStore
+
+    if legacy_hint(settings, store) is None:
+        return None
+    old = SnapshotStore(settings.snapshots_dir)
+    snapshot = old.load()
+    store.write(snapshot)
+    log.warning(
+        "converted snapshot %d from %s into graph tables at %s; the old directory is no "
+        "longer read and may be deleted",
+        snapshot.meta.version,
+        settings.snapshots_dir,
+        store.root,
+    )
+    return snapshot.meta.version

@@ -1,0 +1,205 @@
+"""Graph tables: a version commits only the rows that changed, readers see whole versions as of
+any kept version, a writer killed mid-commit leaves nothing visible, retention and maintenance
+keep the files few, and old snapshot directories convert."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from core.graph_tables import (
+    GraphTables,
+    convert_legacy_snapshots,
+    current_rows,
+    legacy_hint,
+    open_graph_store,
+    rows_to_arrow,
+)
+from core.settings import load_settings
+from core.snapshot_store import SnapshotNotFoundError, SnapshotStore, StaleSnapshotError
+from graph.snapshot_model import Snapshot, SnapshotEntity, SnapshotMeta, SnapshotRelationship
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def entity(i: int, said: str) -> SnapshotEntity:
+    return SnapshotEntity(
+        id=f"e{i}", human_readable_id=i, title=f"E{i}", type="thing", description=said,
+        text_unit_ids=(f"c{i}",), frequency=1, degree=0,
+    )  # fmt: skip
+
+
+def graph(
+    version: int, entities: dict[int, str], edges: tuple[tuple[int, int], ...] = ()
+) -> Snapshot:
+    rels = tuple(
+        SnapshotRelationship(
+            id=f"r{a}-{b}",
+            human_readable_id=k,
+            source=f"E{a}",
+            target=f"E{b}",
+            description="linked",
+            weight=1.0,
+            combined_degree=0,
+            text_unit_ids=(),
+            source_id=f"e{a}",
+            target_id=f"e{b}",
+        )  # fmt: skip
+        for k, (a, b) in enumerate(edges)
+    )
+    meta = SnapshotMeta(version=version, created_at="t", newest_document_time="1987-03-02")
+    return Snapshot(
+        meta, tuple(entity(i, d) for i, d in sorted(entities.items())), rels, (), (), (), ()
+    )
+
+
+def by_id(rows: tuple[object, ...]) -> dict[str, object]:
+    return {r.id: r for r in rows}  # type: ignore[attr-defined]
+
+
+class TestVersions:
+    def test_a_version_commits_only_what_changed_and_reads_back_whole(self, tmp_path: Path) -> None:
+        store = GraphTables(tmp_path)
+        v1 = graph(1, {i: "first" for i in range(50)})
+        known = store.write(v1)
+        v2 = graph(2, {**{i: "first" for i in range(1, 50)}, 3: "changed", 60: "new"})
+        store.write(v2, known)
+        info = store.version_infos()[-1]
+        assert info.changed == {"entities": 3}  # one changed, one new, one tombstone
+        assert by_id(store.load().entities) == by_id(v2.entities)
+        assert by_id(store.load(1).entities) == by_id(v1.entities)  # as of version 1
+
+    def test_a_writer_without_memory_reads_the_latest_version_back(self, tmp_path: Path) -> None:
+        store = GraphTables(tmp_path)
+        store.write(graph(1, {1: "a", 2: "b"}))
+        store.write(graph(2, {1: "a", 2: "c"}))  # no ``known``: diffed against version 1
+        assert store.version_infos()[-1].changed == {"entities": 1}
+
+    def test_versions_only_go_up(self, tmp_path: Path) -> None:
+        store = GraphTables(tmp_path)
+        store.write(graph(3, {1: "a"}))
+        with pytest.raises(StaleSnapshotError):
+            store.write(graph(3, {1: "b"}))
+        assert store.load().entities[0].description == "a"
+
+    def test_degrees_are_derived_from_the_relationships(self, tmp_path: Path) -> None:
+        store = GraphTables(tmp_path)
+        store.write(graph(1, {1: "a", 2: "b", 3: "c"}, ((1, 2), (1, 3))))
+        loaded = store.load()
+        assert {e.id: e.degree for e in loaded.entities} == {"e1": 2, "e2": 1, "e3": 1}
+        assert {r.id: r.combined_degree for r in loaded.relationships} == {"r1-2": 3, "r1-3": 3}
+
+    def test_as_of_a_time_and_beyond_retention(self, tmp_path: Path) -> None:
+        store = GraphTables(tmp_path, keep=2)
+        for v in range(1, 5):
+            store.write(graph(v, {1: f"v{v}"}))
+        assert store.versions() == [3, 4]
+        with pytest.raises(SnapshotNotFoundError, match="oldest version kept is 3"):
+            store.load(1)
+        third = store.version_infos()[0]
+        assert store.load(third.committed_at).meta.version == 3
+        with pytest.raises(SnapshotNotFoundError, match="oldest version kept is 3"):
+            store.load("1987-01-01T00:00:00Z")
+
+
+class TestCurrentRows:
+    def test_the_newest_row_per_id_wins_and_tombstones_hide_it(self) -> None:
+        rows = [
+            rows_to_arrow("entities", [entity(1, "old"), entity(2, "kept")], 1),
+            rows_to_arrow("entities", [entity(1, "new")], 2),
+            rows_to_arrow("entities", [], 3, deleted=["e2"]),
+        ]
+        import pyarrow as pa
+
+        table = pa.concat_tables(rows)
+        now = current_rows(table).to_pylist()
+        assert [(r["id"], r["description"]) for r in now] == [("e1", "new")]
+        then = current_rows(table, as_of=2).to_pylist()
+        assert sorted((r["id"], r["description"]) for r in then) == [("e1", "new"), ("e2", "kept")]
+
+
+class TestMaintenance:
+    def test_frequent_commits_do_not_pile_up_files_or_row_versions(self, tmp_path: Path) -> None:
+        """Files no Delta version needs are vacuumed once ``vacuum_hours`` passed (0 here;
+        1 by default, for readers part-way through an older one)."""
+        store = GraphTables(tmp_path, keep=3, compact_every=10, vacuum_hours=0)
+        for v in range(1, 31):
+            store.write(graph(v, {i: f"v{v}" if i < 5 else "same" for i in range(40)}))
+        data = list((tmp_path / "entities").glob("*.parquet"))
+        assert len(data) <= 3, len(data)
+        raw = store.read_table("entities", 30)
+        assert raw.num_rows < 40 + 5 * 20  # superseded row versions were dropped
+        assert store.load(28).entities[0].description == "v28"
+        assert store.load().entities[0].description == "v30"
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {repo!r})
+    from tests.unit.test_graph_tables import graph
+    from core.graph_tables import GraphTables
+    store = GraphTables({root!r}, keep=1000, compact_every=1000)
+    v = (store.latest_listed() or 0) + 1
+    while True:
+        store.write(graph(v, {{i: f"written by v{{v}}" for i in range(200)}}))
+        v += 1
+    """
+)
+
+
+class TestKilledWriter:
+    def test_a_reader_never_sees_a_torn_version_when_the_writer_is_killed(
+        self, tmp_path: Path
+    ) -> None:
+        """A writer commits whole versions in a loop and is killed with SIGKILL at random
+        points, three times; every version read says one version in every row."""
+        root = str(tmp_path / "tables")
+        script = WRITER.format(repo=str(REPO), root=root)
+        store = GraphTables(root, keep=1000)
+        checked = 0
+        for round_ in range(3):
+            proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO)
+            deadline = time.monotonic() + 2.0 + round_ * 0.37
+            try:
+                while time.monotonic() < deadline:
+                    if store.latest_listed() is None:
+                        time.sleep(0.05)
+                        continue
+                    snap = store.load()
+                    said = {e.description for e in snap.entities}
+                    assert said == {f"written by v{snap.meta.version}"}, said
+                    checked += 1
+            finally:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+        assert checked > 3
+        latest = store.latest_listed()
+        assert latest is not None
+        store.write(graph(latest + 1, {1: "after the kills"}))
+        assert [e.description for e in store.load().entities] == ["after the kills"]
+
+
+class TestConversion:
+    def test_old_snapshots_convert_once_and_are_named_until_then(self, tmp_path: Path) -> None:
+        settings = load_settings().model_copy(update={"data_dir": tmp_path, "namespace": "old"})
+        old = graph(7, {1: "from the old format"})
+        SnapshotStore(settings.snapshots_dir).write(old)
+        store = open_graph_store(settings)
+        hint = legacy_hint(settings, store)
+        assert hint is not None and "kgrag migrate" in hint
+        assert convert_legacy_snapshots(settings, store) == 7
+        assert legacy_hint(settings, store) is None
+        assert convert_legacy_snapshots(settings, store) is None  # once
+        assert by_id(store.load().entities) == by_id(old.entities)
+        writer = open_graph_store(settings, convert=True)
+        writer.write(replace(old, meta=replace(old.meta, version=8)))
+        assert writer.versions() == [7, 8]
