@@ -529,6 +529,17 @@ def current_rows_with_tombstones(table: pa.Table) -> pa.Table:
     return table.filter(pa.concat_arrays([pa.array([True]), first.fill_null(True)]))
 
 
+def parse_as_of(text: str | int | None) -> int | str | None:
+    """An as-of given by a user: a version number (digits) or an ISO time, kept as text."""
+    if text is None or isinstance(text, int):
+        return text
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    _parse_time(text)  # refuse a malformed time here, with the message saying what is expected
+    return text
+
+
 def _parse_time(text: str) -> datetime:
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))

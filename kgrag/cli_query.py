@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from core.errors import KgragError
-from core.graph_tables import legacy_hint, open_graph_store
+from core.graph_tables import GraphTablesError, legacy_hint, open_graph_store, parse_as_of
 from core.settings import Settings, get_settings
 from core.snapshot_store import SnapshotNotFoundError
 from query.index import QueryIndex
@@ -52,6 +52,10 @@ KIND_STYLES = {
 
 Since = Annotated[str | None, typer.Option(help="ISO date or 'last N days' (document time)")]
 Until = Annotated[str | None, typer.Option(help="ISO date (document time)")]
+AsOf = Annotated[
+    str | None,
+    typer.Option("--as-of", help="What the graph knew then: a graph version number or an ISO time"),
+]
 Level = Annotated[int, typer.Option(help="Community level (0 is the coarsest)")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead")]
 Question = Annotated[str, typer.Argument(help="The question")]
@@ -62,34 +66,41 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(1)
 
 
-def load_index(settings: Settings) -> QueryIndex:
-    """The latest snapshot's index; a friendly exit when there is none yet."""
+def load_index(settings: Settings, as_of: str | None = None) -> QueryIndex:
+    """The index of the latest graph version (or the one ``as_of`` names); a friendly exit
+    when there is none."""
     store = open_graph_store(settings)
     try:
-        return QueryIndex.from_snapshot(store.load())
-    except SnapshotNotFoundError:
+        return QueryIndex.from_snapshot(store.load(parse_as_of(as_of)))
+    except GraphTablesError as e:
+        _fail(str(e))
+    except SnapshotNotFoundError as e:
+        if as_of is not None:
+            _fail(str(e))
         _fail(legacy_hint(settings, store) or NO_SNAPSHOT_HINT.format(path=settings.tables_uri))
 
 
 async def _ask(
-    settings: Settings, method: Method, question: str, opts: Any
+    settings: Settings, method: Method, question: str, opts: Any, as_of: str | None = None
 ) -> tuple[QueryResult, QueryIndex]:
     from query.deps import open_deps
     from query.engine import run_query
 
-    index = await asyncio.to_thread(load_index, settings)
+    index = await asyncio.to_thread(load_index, settings, as_of)
     async with open_deps(settings) as deps:
         return await run_query(method, question, index, deps, opts), index
 
 
-def _query(method: Method, question: str, as_json: bool, **options: Any) -> None:
+def _query(
+    method: Method, question: str, as_json: bool, as_of: str | None = None, **options: Any
+) -> None:
     from query.api.views import result_view
     from query.engine import QueryOptions
 
     settings = get_settings()
     opts = QueryOptions(**options)
     try:
-        result, index = asyncio.run(_ask(settings, method, question, opts))
+        result, index = asyncio.run(_ask(settings, method, question, opts, as_of))
     except KgragError as e:
         _fail(str(e))
     if as_json:
@@ -146,10 +157,11 @@ def local_cmd(
     since: Since = None,
     until: Until = None,
     level: Level = 2,
+    as_of: AsOf = None,
     as_json: AsJson = False,
 ) -> None:
     """About specific entities: the question's nearest entities and what surrounds them."""
-    _query("local", question, as_json, since=since, until=until, level=level)
+    _query("local", question, as_json, as_of, since=since, until=until, level=level)
 
 
 @query_app.command("global")
@@ -161,10 +173,13 @@ def global_cmd(
     dynamic: Annotated[
         bool, typer.Option(help="Rate reports top-down, read only relevant branches")
     ] = False,
+    as_of: AsOf = None,
     as_json: AsJson = False,
 ) -> None:
     """About the whole collection: map-reduce over the community reports of one level."""
-    _query("global", question, as_json, since=since, until=until, level=level, dynamic=dynamic)
+    _query(
+        "global", question, as_json, as_of, since=since, until=until, level=level, dynamic=dynamic
+    )
 
 
 @query_app.command("basic")
@@ -173,10 +188,11 @@ def basic_cmd(
     since: Since = None,
     until: Until = None,
     k: Annotated[int, typer.Option(help="Text units in the context")] = 10,
+    as_of: AsOf = None,
     as_json: AsJson = False,
 ) -> None:
     """Baseline RAG: the text units nearest to the question."""
-    _query("basic", question, as_json, since=since, until=until, k=k)
+    _query("basic", question, as_json, as_of, since=since, until=until, k=k)
 
 
 # ---- trends ------------------------------------------------------------------------------------
@@ -201,6 +217,7 @@ def trends_cmd(
     until: Until = None,
     limit: Annotated[int, typer.Option(help="Rows per table")] = 10,
     level: Annotated[int | None, typer.Option(help="Only communities of this level")] = None,
+    as_of: AsOf = None,
     as_json: AsJson = False,
 ) -> None:
     """What is emerging: communities by emerging score, new entities, mention timelines."""
@@ -208,7 +225,7 @@ def trends_cmd(
     from query.time_window import parse_time_window
     from query.trends import trends
 
-    index = load_index(get_settings())
+    index = load_index(get_settings(), as_of)
     try:
         window = parse_time_window(since, until, newest=index.newest)
     except QueryError as e:

@@ -40,6 +40,11 @@ class QueryRequest(BaseModel):
     question: str = Field(min_length=1, description="The question")
     since: str | None = Field(None, description="ISO date, or 'last N days' (document time)")
     until: str | None = Field(None, description="ISO date (document time)")
+    as_of: int | str | None = Field(
+        None,
+        description="Answer from an older graph version: its number, or an ISO time (the "
+        "version committed at or before it); default the latest",
+    )
     history: list[Turn] = Field(default_factory=list, description="Earlier turns, oldest first")
     stream: bool = Field(False, description="Answer as text/event-stream chunks")
     response_type: str = Field("multiple paragraphs", max_length=200)
@@ -101,7 +106,7 @@ def routes(state: ServiceState) -> APIRouter:
 
     async def answer(method: Method, req: QueryRequest, opts: QueryOptions) -> Any:
         question = state.check_question(req.question)
-        index = await state.holder.require()
+        index = await state.holder.at(req.as_of)
         deps = state.require_deps()
 
         async def work() -> QueryResult:
@@ -141,9 +146,10 @@ def routes(state: ServiceState) -> APIRouter:
         count: int = Query(5, ge=1, le=20),
         since: str | None = None,
         until: str | None = None,
+        as_of: str | None = Query(None, description="A graph version number or an ISO time"),
     ) -> Any:
         question = state.check_question(q)
-        index = await state.holder.require()
+        index = await state.holder.at(as_of)
         deps = state.require_deps()
         opts = QueryOptions(since=since, until=until)
 
@@ -159,8 +165,9 @@ def routes(state: ServiceState) -> APIRouter:
         until: str | None = None,
         limit: int = Query(10, ge=1, le=200),
         level: int | None = Query(None, ge=0, le=20),
+        as_of: str | None = Query(None, description="A graph version number or an ISO time"),
     ) -> Any:
-        index = await state.holder.require()
+        index = await state.holder.at(as_of)
 
         async def work() -> dict[str, Any]:
             window = parse_time_window(since, until, newest=index.newest)

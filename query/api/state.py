@@ -23,10 +23,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from core.graph_tables import GraphTables, legacy_hint
+from core.graph_tables import GraphTables, GraphTablesError, legacy_hint, parse_as_of
 from core.publish import DocumentPublisher
 from core.settings import Settings
-from core.snapshot_store import PointerStamp, SnapshotWatcher
+from core.snapshot_store import PointerStamp, SnapshotNotFoundError, SnapshotWatcher
 from query.api.errors import ApiError, api_error
 from query.deps import QueryDeps
 from query.index import QueryIndex
@@ -43,6 +43,7 @@ NO_SNAPSHOT = (
 )
 
 _UNSEEN: PointerStamp = (-1, -1, -1)
+_OLDER_KEPT = 2  # indexes of as-of versions kept besides the one in service
 
 
 class IndexHolder:
@@ -63,6 +64,7 @@ class IndexHolder:
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[QueryIndex | None] | None = None
         self.swapped_at: float | None = None  # monotonic time of the last swap
+        self._older: dict[int, QueryIndex] = {}  # as-of versions asked for, oldest first
 
     @property
     def index(self) -> QueryIndex | None:
@@ -101,6 +103,31 @@ class IndexHolder:
         if self._index is None and task is not None and not task.done():
             return await asyncio.shield(task)
         return self._index
+
+    async def at(self, as_of: str | int | None) -> QueryIndex:
+        """The index of the version a request asks for (``as_of``: a version number or an
+        ISO time; None: the one in service). Older versions are loaded on demand and the
+        last few kept; one older than retention is a 404 naming the oldest version kept."""
+        if as_of is None:
+            return await self.require()
+        try:
+            wanted = parse_as_of(as_of)
+            info = await asyncio.to_thread(self.store.resolve, wanted)
+        except GraphTablesError as e:
+            raise ApiError(400, "invalid_as_of", str(e)) from None
+        except SnapshotNotFoundError as e:
+            raise ApiError(404, "version_not_found", str(e)) from None
+        held = self._index
+        if held is not None and held.version == info.version:
+            return held
+        cached = self._older.get(info.version)
+        if cached is None:
+            snapshot = await asyncio.to_thread(self.store.load, info.version)
+            cached = await asyncio.to_thread(QueryIndex.from_snapshot, snapshot)
+            self._older[info.version] = cached
+            while len(self._older) > _OLDER_KEPT:
+                del self._older[next(iter(self._older))]
+        return cached
 
     async def require(self) -> QueryIndex:
         index = await self.get()

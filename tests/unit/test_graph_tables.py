@@ -52,7 +52,7 @@ def graph(
             text_unit_ids=(),
             source_id=f"e{a}",
             target_id=f"e{b}",
-        )  # fmt: skip
+        )
         for k, (a, b) in enumerate(edges)
     )
     meta = SnapshotMeta(version=version, created_at="t", newest_document_time="1987-03-02")

@@ -352,6 +352,25 @@ class TestSnapshotSwap:
         assert seen == sorted(seen) and all(1 <= v <= 7 for v in seen)
         assert final == 7
 
+    def test_as_of_answers_from_what_the_graph_knew_then(
+        self, tmp_path: Path, store: GraphTables
+    ) -> None:
+        for version in range(1, 6):  # keep=3: versions 3, 4 and 5 stay readable
+            store.write(grown(version))
+        with client_for(tmp_path, store) as c:
+            refresh(c)
+            then = c.post(LOCAL, json={**ASK, "as_of": 3})
+            assert then.status_code == 200 and then.json()["snapshot_version"] == 3
+            assert c.post(LOCAL, json=ASK).json()["snapshot_version"] == 5
+            at_time = store.version_infos()[1].committed_at  # version 4
+            trends = c.get("/v1/trends", params={"as_of": at_time})
+            assert trends.status_code == 200, trends.text
+            gone = c.post(LOCAL, json={**ASK, "as_of": "1"})
+            assert gone.status_code == 404
+            assert "oldest version kept is 3" in error(gone)["message"]
+            bad = c.get("/v1/trends", params={"as_of": "last tuesday"})
+            assert bad.status_code == 400 and "ISO time" in error(bad)["message"]
+
     def test_scripted_llm_answers_use_the_llm_path(
         self, tmp_path: Path, store: GraphTables
     ) -> None:
