@@ -65,7 +65,7 @@ from core.snapshot_store import (
 )
 from graph.codec import DecodeError
 from graph.snapshot_model import Snapshot, SnapshotMeta
-from graph.snapshots import CODEC, DERIVED, TABLES, KnownRows, row_digests, with_degrees
+from graph.snapshots import CODEC, DERIVED, TABLES, KnownRows, row_digests, with_derived
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,11 @@ def arrow_to_rows(name: str, table: pa.Table) -> tuple[Any, ...]:
     """Live (not tombstone) rows of an Arrow table back into row objects."""
     schema = table_schema(name)
     out: list[Any] = []
-    derived = dict.fromkeys(DERIVED.get(name, ()), 0)  # filled in by ``with_degrees``
+    derived: dict[str, object] = {  # filled in by ``with_derived``
+        f.name: {"int": 0, "float": 0.0}.get(str(getattr(f.type, "__name__", f.type)), [])
+        for f in dataclasses.fields(schema.cls)
+        if f.name in DERIVED.get(name, ())
+    }
     for raw in table.select(list(schema.fields)).to_pylist():
         raw.update(derived)
         for column in schema.json_columns:
@@ -329,7 +333,7 @@ class GraphTables:
             name: arrow_to_rows(name, current_rows(self.read_table(name, info.version)))
             for name in TABLES
         }
-        return with_degrees(Snapshot(meta=info.meta, **tables))
+        return with_derived(Snapshot(meta=info.meta, **tables))
 
     def pointer_stamp(self) -> tuple[int, int, int] | None:
         """A cheap change detector for readers: it changes whenever a version is listed."""

@@ -66,7 +66,8 @@ class VectorStore(Protocol):
 
 
 class SnapshotStore(Protocol):
-    """Versioned, immutable snapshots behind an atomically replaced pointer.
+    """Versioned, immutable graph versions: the graph tables (``core.graph_tables``), and the
+    snapshot directories of earlier releases (``core.snapshot_store``, read to convert).
 
     Versions only go up: ``write`` of a version at or below the pointer's raises instead of
     moving the pointer back. ``load`` never returns a half-written snapshot.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from datetime import UTC, date, datetime, time
 from typing import Any
 
@@ -122,6 +123,10 @@ def assemble(
             state.size_history.get(c.id, ()),
         )
         for c in communities
+    )
+    snap_communities = tuple(
+        replace(sc, unreflected=state.reports[sc.id].unreflected) if sc.id in state.reports else sc
+        for sc in snap_communities
     )
     reports = tuple(state.reports[c.id] for c in communities if c.id in state.reports)
     units_by_doc: dict[str, list[str]] = {}

@@ -79,6 +79,9 @@ class SnapshotCommunity:
     mentions_per_day: tuple[tuple[str, int], ...] = ()
     emerging_score: float = 0.0
     size_history: tuple[tuple[int, int], ...] = ()  # (snapshot version, size), oldest first
+    # share of the evidence its report does not reflect yet (the report's ``unreflected``,
+    # stored here so a small change to it does not rewrite the report's whole row)
+    unreflected: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
