@@ -43,6 +43,7 @@ import dataclasses
 import functools
 import logging
 import os
+import sys
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -154,16 +155,35 @@ def arrow_to_rows(name: str, table: pa.Table) -> tuple[Any, ...]:
         for f in dataclasses.fields(schema.cls)
         if f.name in DERIVED.get(name, ())
     }
+    lists = [c for c in schema.fields if pa.types.is_list(schema.arrow.field(c).type)]
     for raw in table.select(list(schema.fields)).to_pylist():
         raw.update(derived)
         for column in schema.json_columns:
             if raw.get(column) is not None:
-                raw[column] = orjson.loads(raw[column])
+                raw[column] = _interned(orjson.loads(raw[column]))
+        for column in lists:  # ids repeated across rows: one string object each
+            if raw[column]:
+                raw[column] = [sys.intern(v) if isinstance(v, str) else v for v in raw[column]]
+        for column in _SHARED_COLUMNS:
+            if isinstance(raw.get(column), str):
+                raw[column] = sys.intern(raw[column])
         try:
             out.append(CODEC.decode(schema.cls, raw))
         except DecodeError as err:
             raise GraphTablesError(f"graph table {name}, row {raw.get('id')!r}: {err}") from err
     return tuple(out)
+
+
+_SHARED_COLUMNS = ("id", "document_id", "source_id", "target_id", "type", "period", "first_seen")
+
+
+def _interned(value: Any) -> Any:
+    """Short strings inside nested JSON values (dates of daily counts) interned."""
+    if isinstance(value, str):
+        return sys.intern(value) if len(value) <= 32 else value
+    if isinstance(value, list):
+        return [_interned(v) for v in value]
+    return value
 
 
 def current_rows(table: pa.Table, as_of: int | None = None) -> pa.Table:

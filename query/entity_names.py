@@ -87,7 +87,7 @@ class NameIndex:
         by_word: dict[str, list[str]] = defaultdict(list)
         by_initials: dict[str, list[str]] = defaultdict(list)
         n = 0
-        for key in keys:
+        for key in sorted(keys):  # the order of a name's entities does not hang on insertion
             n += 1
             words = key.split()
             for word in set(words):

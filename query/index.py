@@ -22,7 +22,9 @@ from graph.snapshot_model import (
     Snapshot,
     SnapshotClaim,
     SnapshotCommunity,
+    SnapshotDocument,
     SnapshotEntity,
+    SnapshotMeta,
     SnapshotRelationship,
     SnapshotReport,
     SnapshotTextUnit,
@@ -33,7 +35,8 @@ from query.time_window import DailyCounts, to_date
 
 @dataclass(frozen=True, slots=True)
 class QueryIndex:
-    snapshot: Snapshot
+    meta: SnapshotMeta
+    documents: dict[str, SnapshotDocument]
     entities: dict[str, SnapshotEntity]  # by entity key
     entity_by_hrid: dict[int, SnapshotEntity]
     relationships: dict[str, SnapshotRelationship]
@@ -58,7 +61,7 @@ class QueryIndex:
 
     @property
     def version(self) -> int:
-        return self.snapshot.meta.version
+        return self.meta.version
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> QueryIndex:
@@ -85,7 +88,7 @@ class QueryIndex:
         ]
 
 
-def _grouped(pairs: Iterable[tuple[str, str]]) -> dict[str, tuple[str, ...]]:
+def grouped(pairs: Iterable[tuple[str, str]]) -> dict[str, tuple[str, ...]]:
     """Group values by key, first occurrence first, without duplicates."""
     out: dict[str, dict[str, None]] = defaultdict(dict)
     for key, item in pairs:
@@ -97,7 +100,7 @@ def _entity_key_of(title: str, key: str, by_title: dict[str, str]) -> str:
     return key or by_title.get(title) or entity_key(title)
 
 
-def _daily(counts: Iterable[tuple[str, int]]) -> DailyCounts:
+def daily_counts(counts: Iterable[tuple[str, int]]) -> DailyCounts:
     tally: Counter[date] = Counter()
     for day_text, n in counts:
         day = to_date(day_text)
@@ -106,7 +109,7 @@ def _daily(counts: Iterable[tuple[str, int]]) -> DailyCounts:
     return tuple(sorted(tally.items()))
 
 
-def _sum_daily(histories: Iterable[DailyCounts]) -> DailyCounts:
+def sum_daily(histories: Iterable[DailyCounts]) -> DailyCounts:
     tally: Counter[date] = Counter()
     for history in histories:
         for day, n in history:
@@ -114,21 +117,23 @@ def _sum_daily(histories: Iterable[DailyCounts]) -> DailyCounts:
     return tuple(sorted(tally.items()))
 
 
-def _entity_daily(
+def entity_daily(
     e: SnapshotEntity, units: dict[str, SnapshotTextUnit], dates: dict[str, date | None]
 ) -> DailyCounts:
     """``mentions_per_day`` when the snapshot has it, else one mention per dated text unit."""
     if e.mentions_per_day:
-        return _daily(e.mentions_per_day)
+        return daily_counts(e.mentions_per_day)
     days = [dates.get(u) for u in e.text_unit_ids if u in units]
     return tuple(sorted(Counter(d for d in days if d is not None).items()))
 
 
-def _newest(snapshot: Snapshot, dates: Iterable[date | None]) -> date | None:
-    meta_day = to_date(snapshot.meta.newest_document_time)
+def newest_day(
+    meta: SnapshotMeta, documents: Iterable[SnapshotDocument], dates: Iterable[date | None]
+) -> date | None:
+    meta_day = to_date(meta.newest_document_time)
     if meta_day is not None:
         return meta_day
-    doc_days = [to_date(d.creation_date) for d in snapshot.documents]
+    doc_days = [to_date(d.creation_date) for d in documents]
     known = [d for d in [*doc_days, *dates] if d is not None]
     return max(known) if known else None
 
@@ -146,22 +151,28 @@ def _build(snapshot: Snapshot) -> QueryIndex:
         for r in snapshot.relationships
     }
     rels_by_entity: dict[str, list[SnapshotRelationship]] = defaultdict(list)
-    for r in snapshot.relationships:
+    for r in sorted(snapshot.relationships, key=lambda r: r.id):
         for key in set(ends[r.id]):
             rels_by_entity[key].append(r)
     claims: dict[str, list[SnapshotClaim]] = defaultdict(list)
     for claim in snapshot.claims:
         claims[_entity_key_of(claim.subject_id, "", by_title)].append(claim)
-    unit_pairs = [(e.id, u) for e in snapshot.entities for u in e.text_unit_ids if u in units]
-    unit_pairs += [(k, u.id) for u in snapshot.text_units for k in u.entity_ids if k in entities]
-    entity_daily = {e.id: _entity_daily(e, units, dates) for e in snapshot.entities}
+    by_entity: dict[str, set[str]] = defaultdict(set)
+    for e in snapshot.entities:
+        by_entity[e.id].update(u for u in e.text_unit_ids if u in units)
+    for u in snapshot.text_units:
+        for k in u.entity_ids:
+            if k in entities:
+                by_entity[k].add(u.id)
+    by_entity_daily = {e.id: entity_daily(e, units, dates) for e in snapshot.entities}
     communities = {c.community: c for c in snapshot.communities}
     memberships: dict[str, dict[int, int]] = defaultdict(dict)
     for c in snapshot.communities:
         for key in c.entity_ids:
             memberships[key][c.level] = c.community
     return QueryIndex(
-        snapshot=snapshot,
+        meta=snapshot.meta,
+        documents={d.id: d for d in snapshot.documents},
         entities=entities,
         entity_by_hrid={e.human_readable_id: e for e in snapshot.entities},
         relationships={r.id: r for r in snapshot.relationships},
@@ -172,20 +183,22 @@ def _build(snapshot: Snapshot) -> QueryIndex:
         claim_by_hrid={c.human_readable_id: c for c in snapshot.claims},
         text_units=units,
         text_unit_by_hrid={u.human_readable_id: u for u in snapshot.text_units},
-        text_units_by_entity=_grouped(unit_pairs),
-        text_units_by_document=_grouped((u.document_id, u.id) for u in snapshot.text_units),
+        text_units_by_entity={k: tuple(sorted(v)) for k, v in by_entity.items() if v},
+        text_units_by_document=grouped(
+            (u.document_id, u.id) for u in sorted(snapshot.text_units, key=lambda u: u.id)
+        ),
         communities=communities,
         community_by_id={c.id: c for c in snapshot.communities},
         reports={r.community: r for r in snapshot.community_reports},
         entity_communities=dict(memberships),
         unit_dates=dates,
-        entity_daily=entity_daily,
+        entity_daily=by_entity_daily,
         community_daily={
-            c.community: _daily(c.mentions_per_day)
+            c.community: daily_counts(c.mentions_per_day)
             if c.mentions_per_day
-            else _sum_daily(entity_daily.get(k, ()) for k in c.entity_ids)
+            else sum_daily(by_entity_daily.get(k, ()) for k in c.entity_ids)
             for c in snapshot.communities
         },
-        newest=_newest(snapshot, dates.values()),
+        newest=newest_day(snapshot.meta, snapshot.documents, dates.values()),
         names=NameIndex.build(entities),
     )

@@ -85,7 +85,7 @@ def pending_in(index: QueryIndex | None, ends: dict[int, int] | None) -> int | N
     """Graph changes beyond the served snapshot (None when the end offsets are unknown)."""
     if ends is None:
         return None
-    return pending_changes(ends, None if index is None else index.snapshot.meta.consumed_offsets)
+    return pending_changes(ends, None if index is None else index.meta.consumed_offsets)
 
 
 def _set_snapshot_gauges(metrics: QueryMetrics, index: QueryIndex | None) -> None:
@@ -94,7 +94,7 @@ def _set_snapshot_gauges(metrics: QueryMetrics, index: QueryIndex | None) -> Non
         return
     metrics.snapshot_version.set(index.version)
     metrics.snapshot_age.set(snapshot_age_s(index) or 0.0)
-    metrics.documents_indexed.set(len(index.snapshot.documents))
+    metrics.documents_indexed.set(len(index.documents))
     metrics.text_units_indexed.set(len(index.text_units))
     metrics.entities_indexed.set(len(index.entities))
 

@@ -1,14 +1,18 @@
 """What the HTTP routes share across requests: the served index, the clients, the metrics,
-the document publisher (``ServiceState``), and the holder that swaps snapshots (``IndexHolder``).
+the document publisher (``ServiceState``), and the holder that swaps graph versions
+(``IndexHolder``).
 
-Snapshot swaps without restart or failed request: every request reads the holder's current
+Version swaps without restart or failed request: every request reads the holder's current
 ``QueryIndex`` once and uses only that object to the end, so a swap never changes the data
-under a request. Each request also stats the snapshot pointer (one ``stat``); when it moved,
-a single background task loads the snapshot and builds its index in a worker thread
+under a request. Each request also stats the graph tables' version log (one ``stat``); when it
+moved, a single background task builds the new version's index in a worker thread
 (``asyncio.to_thread``) while requests keep being served from the previous index, then the
-reference is replaced. A background refresher does the same every ``refresh_interval_s``, so
-the index is usually warm before the first request after a publish. Only the very first
-snapshot is waited for; before it, query endpoints answer 503 and say what to do.
+reference is replaced. The new index follows the one in service row by row through the rows
+the versions since changed (``query.index_update``), so a swap costs what changed, not the
+whole graph. A background refresher does the same every ``refresh_interval_s``, so the index
+is usually warm before the first request after a commit. Only the very first version is
+waited for; before it, query endpoints answer 503 and say what to do. ``at`` serves an older
+version asked for by ``as_of``.
 
 Kafka is touched lazily (topics on the first request that needs them, the publisher on the
 first document), so the service starts and answers /healthz while Kafka is down.
@@ -26,10 +30,11 @@ from typing import TypeVar
 from core.graph_tables import GraphTables, GraphTablesError, legacy_hint, parse_as_of
 from core.publish import DocumentPublisher
 from core.settings import Settings
-from core.snapshot_store import PointerStamp, SnapshotNotFoundError, SnapshotWatcher
+from core.snapshot_store import PointerStamp, SnapshotNotFoundError, SnapshotStoreError
 from query.api.errors import ApiError, api_error
 from query.deps import QueryDeps
 from query.index import QueryIndex
+from query.index_update import follow
 from query.metrics import LagProbe, QueryMetrics
 
 log = logging.getLogger(__name__)
@@ -57,7 +62,7 @@ class IndexHolder:
     ) -> None:
         self.store = store
         self._settings = settings
-        self._watcher = SnapshotWatcher(store)
+        self.last_error: Exception | None = None
         self._metrics = metrics
         self._index: QueryIndex | None = None
         self._stamp: PointerStamp | None = _UNSEEN
@@ -71,23 +76,48 @@ class IndexHolder:
         return self._index
 
     async def refresh(self) -> QueryIndex | None:
-        """Load the latest snapshot and build its index, off the event loop, if it is newer."""
+        """Put the latest graph version in service, off the event loop, if it is newer."""
         async with self._lock:
             self._stamp = self.store.pointer_stamp()
-            snapshot = await asyncio.to_thread(self._watcher.current)
             held = self._index
-            if snapshot is None or (held is not None and snapshot.meta.version <= held.version):
-                return held
-            try:
-                index = await asyncio.to_thread(QueryIndex.from_snapshot, snapshot)
-            except Exception:
-                log.exception("snapshot %d could not be indexed", snapshot.meta.version)
+            index = await asyncio.to_thread(self._next_index, held)
+            if index is None or index is held:
                 return held
             self._index, self.swapped_at = index, time.monotonic()
             if self._metrics is not None:
                 self._metrics.snapshot_swaps.inc()
-            log.info("serving snapshot %d", index.version)
             return index
+
+    def _next_index(self, held: QueryIndex | None) -> QueryIndex | None:
+        """The latest version's index: the one in service followed row by row through the
+        versions since (``query.index_update``) while it is within retention, else built from
+        the whole version. A version that cannot be read keeps the one in service."""
+        started = time.perf_counter()
+        try:
+            infos = self.store.version_infos()
+            if not infos or (held is not None and infos[-1].version <= held.version):
+                return held
+            latest = infos[-1]
+            if held is not None and held.version >= infos[0].version:
+                changes = self.store.changes(held.version, latest.version)
+                index = follow(held, latest.meta, changes)
+                rows = sum(len(c.upserts) + len(c.deletes) for c in changes.values())
+                how = f"followed {rows} changed rows from version {held.version}"
+            else:
+                index = QueryIndex.from_snapshot(self.store.load(latest.version))
+                how = "read whole"
+        except SnapshotStoreError as err:
+            self.last_error = err
+            log.warning("keeping version %s: %s", None if held is None else held.version, err)
+            return held
+        self.last_error = None
+        log.info(
+            "serving graph version %d (%s in %.2fs)",
+            index.version,
+            how,
+            time.perf_counter() - started,
+        )
+        return index
 
     def _refresh_in_background(self) -> asyncio.Task[QueryIndex | None]:
         if self._task is None or self._task.done():

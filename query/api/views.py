@@ -187,7 +187,7 @@ def list_communities(
 
 
 def snapshot_age_s(index: QueryIndex) -> float | None:
-    created = index.snapshot.meta.created_at
+    created = index.meta.created_at
     if not created:
         return None
     try:
@@ -199,7 +199,7 @@ def snapshot_age_s(index: QueryIndex) -> float | None:
 
 
 def snapshot_info(index: QueryIndex) -> dict[str, Any]:
-    meta = index.snapshot.meta
+    meta = index.meta
     return {
         "version": meta.version,
         "created_at": meta.created_at,
@@ -207,7 +207,7 @@ def snapshot_info(index: QueryIndex) -> dict[str, Any]:
         "newest_document_time": meta.newest_document_time,
         "mode": meta.mode,
         "counts": {
-            "documents": len(index.snapshot.documents),
+            "documents": len(index.documents),
             "text_units": len(index.text_units),
             "entities": len(index.entities),
             "relationships": len(index.relationships),

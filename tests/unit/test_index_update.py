@@ -1,0 +1,56 @@
+"""Following versions row by row gives the index a fresh build of the new version gives."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from core.graph_tables import open_graph_store
+from query.index import QueryIndex
+from query.index_update import follow
+from tests.unit.test_community_run import _fact, steady_job
+
+
+def assert_same(followed: QueryIndex, fresh: QueryIndex, step: int) -> None:
+    for f in dataclasses.fields(QueryIndex):
+        a, b = getattr(followed, f.name), getattr(fresh, f.name)
+        assert a == b, (step, f.name)
+
+
+class TestFollow:
+    async def test_every_version_followed_row_by_row_equals_a_fresh_index(
+        self, tmp_path: Path
+    ) -> None:
+        """News of every kind (a fact, a newcomer, a repeat, a new cluster) through the
+        community job; after each run the followed index equals the fresh one."""
+        world, job = await steady_job(tmp_path)
+        store = open_graph_store(job.settings)
+        index = QueryIndex.from_snapshot(store.load())
+        followed_rows = 0
+        for step in range(1, 13):
+            _fact(world, step)
+            await job.run(world.view)
+            latest = store.resolve(None)
+            changes = store.changes(index.version, latest.version)
+            followed_rows += sum(len(c.upserts) + len(c.deletes) for c in changes.values())
+            index = follow(index, latest.meta, changes)
+            assert_same(index, QueryIndex.from_snapshot(store.load()), step)
+        assert followed_rows > 0
+
+    async def test_a_deleted_document_leaves_every_map(self, tmp_path: Path) -> None:
+        world, job = await steady_job(tmp_path)
+        store = open_graph_store(job.settings)
+        first = store.load()
+        index = QueryIndex.from_snapshot(first)
+        gone = first.text_units[0]
+        smaller = dataclasses.replace(
+            first,
+            meta=dataclasses.replace(first.meta, version=first.meta.version + 1),
+            text_units=first.text_units[1:],
+            documents=tuple(d for d in first.documents if d.id != gone.document_id),
+        )
+        store.write(smaller)
+        latest = store.resolve(None)
+        followed = follow(index, latest.meta, store.changes(index.version, latest.version))
+        assert_same(followed, QueryIndex.from_snapshot(store.load()), 0)
+        assert gone.id not in followed.text_units and gone.id not in followed.unit_dates
