@@ -17,6 +17,7 @@ from graph.evidence import EvidenceIndex, ReportBasis
 from graph.graph_view import GraphView
 from graph.leiden import Hierarchy
 from graph.model import Community
+from graph.report_rows import RowCosts
 from graph.snapshot_model import SnapshotReport
 from graph.snapshots import KnownRows
 
@@ -48,6 +49,9 @@ class JobState:
     # a digest of every row of the graph version this job committed last, to commit only the
     # rows that change; None: read that version back first
     tables_known: KnownRows | None = None
+    # token costs of report-context rows with the cells they were counted from
+    # (graph.report_rows.Rows), so a run counts only the rows that changed
+    row_costs: RowCosts = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

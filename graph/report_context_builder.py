@@ -32,6 +32,7 @@ from graph.report_context import (
 )
 from graph.report_rows import (
     Group,
+    RowCosts,
     Rows,
     Selection,
     TokenCounter,
@@ -120,13 +121,16 @@ class ReportContextBuilder:
     """Builds the contexts of one run's communities over one graph.
 
     Row token counts are remembered across communities: every level shows the same entity and
-    relationship rows, so each row is counted once per run instead of once per level.
+    relationship rows, so each row is counted once per run instead of once per level, and
+    across runs when the caller keeps ``costs`` (a row is counted again when its cells change).
     """
 
-    def __init__(self, graph: ReportGraph, count_tokens: TokenCounter) -> None:
+    def __init__(
+        self, graph: ReportGraph, count_tokens: TokenCounter, costs: RowCosts | None = None
+    ) -> None:
         self.graph = graph
         self._count = count_tokens
-        self._rows = Rows(graph, count_tokens)
+        self._rows = Rows(graph, count_tokens, costs)
 
     def build(
         self,

@@ -67,13 +67,22 @@ def _row(values: Sequence[object]) -> str:
     return buf.getvalue()
 
 
-class Rows:
-    """Renders rows and remembers each row's token cost (a row is counted once per context)."""
+RowCosts = dict[tuple[str, str], tuple[tuple[object, ...], int]]  # (kind, key) -> (cells, cost)
 
-    def __init__(self, graph: ReportGraph, count_tokens: TokenCounter) -> None:
+
+class Rows:
+    """Renders rows and remembers each row's token cost with the cells it was counted from,
+    so a row is counted once while its cells stay the same. ``costs`` may outlive one run
+    (the community job keeps it): most rows a run's contexts show are the rows of the run
+    before, and rendering and counting the members of a large community is most of the time
+    its context takes."""
+
+    def __init__(
+        self, graph: ReportGraph, count_tokens: TokenCounter, costs: RowCosts | None = None
+    ) -> None:
         self._graph = graph
         self._count = count_tokens
-        self._costs: dict[tuple[str, str], int] = {}
+        self._costs: RowCosts = {} if costs is None else costs
 
     def name(self, key: str) -> str:
         entity = self._graph.entities.get(key)
@@ -99,22 +108,34 @@ class Rows:
     def report(self, r: ChildReport) -> str:
         return _row((r.human_readable_id, r.title, r.content))
 
-    def cost(self, kind: str, key: str, text: Callable[[], str]) -> int:
+    def cost(
+        self, kind: str, key: str, text: Callable[[], str], cells: tuple[object, ...] = ()
+    ) -> int:
         """Tokens of one row plus one for its line break (an upper bound in practice)."""
         cached = self._costs.get((kind, key))
-        if cached is None:
-            cached = self._count(text()) + 1
-            self._costs[(kind, key)] = cached
-        return cached
+        if cached is not None and cached[0] == cells:
+            return cached[1]
+        cost = self._count(text()) + 1
+        self._costs[(kind, key)] = (cells, cost)
+        return cost
 
     def entity_cost(self, e: ReportEntity) -> int:
-        return self.cost("e", e.key, lambda: self.entity(e))
+        cells = (e.human_readable_id, e.name, e.description, e.degree)
+        return self.cost("e", e.key, lambda: self.entity(e), cells)
 
     def relationship_cost(self, r: ReportRelationship) -> int:
-        return self.cost("r", r.key, lambda: self.relationship(r))
+        cells = (
+            r.human_readable_id,
+            self.name(r.source),
+            self.name(r.target),
+            r.description,
+            r.combined_degree,
+        )
+        return self.cost("r", r.key, lambda: self.relationship(r), cells)
 
     def claim_cost(self, c: ReportClaim) -> int:
-        return self.cost("c", c.key, lambda: self.claim(c))
+        cells = (c.human_readable_id, self.name(c.subject), c.type, c.status, c.description)
+        return self.cost("c", c.key, lambda: self.claim(c), cells)
 
     def report_cost(self, r: ChildReport) -> int:
         key = f"{r.community_id}\x00{r.human_readable_id}\x00{r.title}\x00{r.content}"

@@ -248,8 +248,11 @@ class Runner:
             cid for cid in to_regenerate if not retry_blocked(self.state, f"report:{cid}", self.now)
         }
         keys = {k for cid in wanted for k in by_id[cid].entity_keys}
+        costs = self.state.row_costs
+        if len(costs) > 4 * (len(self.state.view.entities) + len(self.state.view.relationships)):
+            costs.clear()  # rows of entities and relationships long gone: start afresh
         builder = ReportContextBuilder(
-            report_graph(self.state.view, self.state, keys), self.count_tokens
+            report_graph(self.state.view, self.state, keys), self.count_tokens, costs
         )
         period = newest_time(self.state.view)[:10]
         done: set[str] = set()

@@ -56,6 +56,8 @@ def upgrade_state(state: JobState) -> JobState:
         state.failures = {}
     if not hasattr(state, "summaries_pending"):
         state.summaries_pending = None  # not known: the next run looks at every description set
+    if not hasattr(state, "row_costs"):
+        state.row_costs = {}
     if not hasattr(state, "tables_known"):
         state.tables_known = None  # the next commit reads the latest graph version back
     if not hasattr(state, "evidence"):

@@ -38,7 +38,7 @@ class TestFollow:
         assert followed_rows > 0
 
     async def test_a_deleted_document_leaves_every_map(self, tmp_path: Path) -> None:
-        world, job = await steady_job(tmp_path)
+        _, job = await steady_job(tmp_path)
         store = open_graph_store(job.settings)
         first = store.load()
         index = QueryIndex.from_snapshot(first)

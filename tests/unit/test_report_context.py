@@ -19,6 +19,7 @@ from graph.report_context import (
     ReportRelationship,
 )
 from graph.report_context_builder import ReportContextBuilder, build_report_context
+from graph.report_rows import RowCosts
 
 
 def count_tokens(text: str) -> int:
@@ -303,6 +304,29 @@ class TestHigherLevelContext:
                     c, max_tokens=budget, sub_communities=subs, child_reports=reports
                 )
                 assert reused == fresh
+
+    def test_costs_kept_across_runs_are_recounted_when_a_row_changes(self) -> None:
+        """A later run's builder shares the first one's costs: a row whose cells changed (a
+        longer description) is counted again, so its context is what a fresh build gives."""
+        parent, subs, reports = family()
+        costs: RowCosts = {}
+        for words in (6, 40, 6):
+            graph = make_graph(PARENT_EDGES, words=words)
+            kept = ReportContextBuilder(graph, count_tokens, costs)
+            for c in (subs["c-big"], parent):
+                fresh = build_report_context(
+                    c,
+                    graph,
+                    max_tokens=120,
+                    count_tokens=count_tokens,
+                    sub_communities=subs,
+                    child_reports=reports,
+                )
+                assert (
+                    kept.build(c, max_tokens=120, sub_communities=subs, child_reports=reports)
+                    == fresh
+                ), words
+        assert costs
 
     def test_unknown_child_is_a_typed_error(self) -> None:
         graph = make_graph(PARENT_EDGES)
