@@ -88,6 +88,10 @@ def measure(n: int, corpus: Corpus) -> dict[str, Any]:
     fresh = QueryIndex.from_snapshot(store.load())
     full_swap_s = time.monotonic() - t
     assert fresh == index, "the followed index differs from a fresh one"
+    files_before = sum(1 for _ in root.rglob("*.parquet"))
+    t = time.monotonic()
+    store.maintain()  # what the job does every community.compact_every versions
+    maintain_s = time.monotonic() - t
     row = {
         "articles": n,
         "full_bytes": full_bytes,
@@ -103,6 +107,8 @@ def measure(n: int, corpus: Corpus) -> dict[str, Any]:
         "swap_ms": [round(s * 1000) for s in swaps],
         "swap_p95_ms": round(sorted(swaps)[max(0, math.ceil(0.95 * len(swaps)) - 1)] * 1000),
         "full_reload_ms": round(full_swap_s * 1000),
+        "maintain_s": round(maintain_s, 2),
+        "live_files_before_maintain": files_before,
         "reports_regenerated_plus40": result["regenerated"],
     }
     print(f"[{n}] {row}", flush=True)

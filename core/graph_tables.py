@@ -46,6 +46,7 @@ import os
 import sys
 import types
 import typing
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -66,7 +67,7 @@ from core.snapshot_store import (
 )
 from graph.codec import DecodeError
 from graph.snapshot_model import Snapshot, SnapshotMeta
-from graph.snapshots import CODEC, DERIVED, TABLES, KnownRows, row_digests, with_derived
+from graph.snapshots import CODEC, DERIVED, TABLES, KnownRows, row_digests
 
 log = logging.getLogger(__name__)
 
@@ -146,32 +147,102 @@ def rows_to_arrow(
     return pa.Table.from_pydict(data, schema=schema.arrow)
 
 
-def arrow_to_rows(name: str, table: pa.Table) -> tuple[Any, ...]:
-    """Live (not tombstone) rows of an Arrow table back into row objects."""
+def arrow_to_rows(
+    name: str, table: pa.Table, derived: Mapping[str, Sequence[Any]] | None = None
+) -> tuple[Any, ...]:
+    """Live (not tombstone) rows of an Arrow table back into row objects, column by column
+    (no per-row dict: reading a large version leaves little garbage behind). ``derived`` holds
+    the values of the ``DERIVED`` columns in row order; without it they are left empty."""
     schema = table_schema(name)
-    out: list[Any] = []
-    derived: dict[str, object] = {  # filled in by ``with_derived``
-        f.name: {"int": 0, "float": 0.0}.get(str(getattr(f.type, "__name__", f.type)), [])
-        for f in dataclasses.fields(schema.cls)
-        if f.name in DERIVED.get(name, ())
-    }
-    lists = [c for c in schema.fields if pa.types.is_list(schema.arrow.field(c).type)]
-    for raw in table.select(list(schema.fields)).to_pylist():
-        raw.update(derived)
-        for column in schema.json_columns:
-            if raw.get(column) is not None:
-                raw[column] = _interned(orjson.loads(raw[column]))
-        for column in lists:  # ids repeated across rows: one string object each
-            if raw[column]:
-                raw[column] = [sys.intern(v) if isinstance(v, str) else v for v in raw[column]]
-        for column in _SHARED_COLUMNS:
-            if isinstance(raw.get(column), str):
-                raw[column] = sys.intern(raw[column])
+    hints = typing.get_type_hints(schema.cls)
+    n = table.num_rows
+    columns: dict[str, Sequence[Any]] = {}
+    for f in dataclasses.fields(schema.cls):
+        column = f.name
+        if column in DERIVED.get(name, ()):
+            empty: object = {int: 0, float: 0.0}.get(hints[column], ())
+            columns[column] = (derived or {}).get(column) or [empty] * n
+            continue
+        values = table.column(column).to_pylist()
+        if column in schema.json_columns:
+            decode = _json_decoder(name, column, hints[column])
+            values = [decode(v) for v in values]
+        elif pa.types.is_list(schema.arrow.field(column).type):  # ids shared across rows
+            values = [tuple(map(_intern, v)) if v else () for v in values]
+        elif column in _SHARED_COLUMNS:
+            values = [_intern(v) for v in values]
+        columns[column] = values
+    cls = schema.cls
+    return tuple(cls(*row) for row in zip(*columns.values(), strict=True)) if n else ()
+
+
+def _intern(value: Any) -> Any:
+    return sys.intern(value) if isinstance(value, str) else value
+
+
+def _json_decoder(table: str, column: str, hint: Any) -> Any:
+    def decode(text: str | None) -> Any:
         try:
-            out.append(CODEC.decode(schema.cls, raw))
-        except DecodeError as err:
-            raise GraphTablesError(f"graph table {name}, row {raw.get('id')!r}: {err}") from err
-    return tuple(out)
+            return CODEC.decode(hint, _interned(orjson.loads(text or "null")))
+        except (orjson.JSONDecodeError, DecodeError) as err:
+            raise GraphTablesError(f"graph table {table}, column {column}: {err}") from err
+
+    return decode
+
+
+def derived_columns(tables: Mapping[str, pa.Table]) -> dict[str, dict[str, list[Any]]]:
+    """The ``DERIVED`` columns of a whole version from its stored columns: entity ``degree``
+    (relationships at the entity; a loop counts twice), relationship ``combined_degree`` (the
+    sum of its ends' degrees), a community's ``relationship_ids`` (those with both ends among
+    its members) and ``text_unit_ids`` (its members' text units), each sorted, and a report's
+    ``unreflected`` (kept in its community's row)."""
+    rels, ents = tables["relationships"], tables["entities"]
+    comms, reports = tables["communities"], tables["community_reports"]
+    rel_ids = rels.column("id").to_pylist()
+    sources = rels.column("source_id").to_pylist()
+    targets = rels.column("target_id").to_pylist()
+    degree: Counter[str] = Counter(sources)
+    degree.update(targets)
+    at: dict[str, list[int]] = {}
+    for i, (a, b) in enumerate(zip(sources, targets, strict=True)):
+        at.setdefault(a, []).append(i)
+        if b != a:
+            at.setdefault(b, []).append(i)
+    entity_ids = ents.column("id").to_pylist()
+    units = dict(zip(entity_ids, ents.column("text_unit_ids").to_pylist(), strict=True))
+    community_rels, community_units = [], []
+    for members in comms.column("entity_ids").to_pylist():
+        inside = set(members)
+        community_rels.append(
+            tuple(
+                sorted(
+                    {
+                        rel_ids[i]
+                        for k in members
+                        for i in at.get(k, ())
+                        if sources[i] in inside and targets[i] in inside
+                    }
+                )
+            )
+        )
+        community_units.append(
+            tuple(sorted({_intern(u) for k in members for u in units.get(k) or ()}))
+        )
+    share = dict(
+        zip(comms.column("id").to_pylist(), comms.column("unreflected").to_pylist(), strict=True)
+    )
+    return {
+        "entities": {"degree": [degree[k] for k in entity_ids]},
+        "relationships": {
+            "combined_degree": [
+                degree[a] + degree[b] for a, b in zip(sources, targets, strict=True)
+            ]
+        },
+        "communities": {"relationship_ids": community_rels, "text_unit_ids": community_units},
+        "community_reports": {
+            "unreflected": [share.get(k, 0.0) for k in reports.column("id").to_pylist()]
+        },
+    }
 
 
 _SHARED_COLUMNS = ("id", "document_id", "source_id", "target_id", "type", "period", "first_seen")
@@ -349,11 +420,10 @@ class GraphTables:
     def load(self, version: int | str | datetime | None = None) -> Snapshot:
         """The whole graph as of ``version`` (see ``resolve``), derived columns filled in."""
         info = self.resolve(version)
-        tables = {
-            name: arrow_to_rows(name, current_rows(self.read_table(name, info.version)))
-            for name in TABLES
-        }
-        return with_derived(Snapshot(meta=info.meta, **tables))
+        raw = {name: current_rows(self.read_table(name, info.version)) for name in TABLES}
+        derived = derived_columns(raw)
+        tables = {name: arrow_to_rows(name, raw.pop(name), derived.get(name)) for name in TABLES}
+        return Snapshot(meta=info.meta, **tables)
 
     def pointer_stamp(self) -> tuple[int, int, int] | None:
         """A cheap change detector for readers: it changes whenever a version is listed."""

@@ -19,9 +19,7 @@ truncated file) is rejected rather than silently loaded short.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -58,7 +56,7 @@ TABLES: dict[str, type] = {
 
 # columns derived from other rows, not stored: they would change with rows that did not (a
 # hub's new relationship would rewrite every one of its relationships' rows, a member's new
-# mention every community above it), so ``with_derived`` computes them on reading
+# mention every community above it), so readers derive them (``core.graph_tables.derived_columns``)
 DERIVED: dict[str, tuple[str, ...]] = {
     "entities": ("degree",),
     "relationships": ("combined_degree",),
@@ -198,47 +196,3 @@ def row_digests(name: str, rows: Iterable[Any]) -> dict[str, bytes]:
             stored.pop(column, None)
         out[r.id] = hashlib.blake2b(orjson.dumps(stored), digest_size=8).digest()
     return out
-
-
-def with_derived(snapshot: Snapshot) -> Snapshot:
-    """The columns of ``DERIVED`` filled in from the stored ones: entity ``degree``
-    (relationships at the entity; a loop counts twice), relationship ``combined_degree`` (the
-    sum of its ends' degrees), a community's ``relationship_ids`` (those with both ends among
-    its members) and ``text_unit_ids`` (its members' text units), each sorted, and a report's
-    ``unreflected`` (kept in its community's row)."""
-    degree: Counter[str] = Counter()
-    by_entity: dict[str, list[SnapshotRelationship]] = {}
-    for r in snapshot.relationships:
-        degree[r.source_id] += 1
-        degree[r.target_id] += 1
-        by_entity.setdefault(r.source_id, []).append(r)
-        by_entity.setdefault(r.target_id, []).append(r)
-    units = {e.id: e.text_unit_ids for e in snapshot.entities}
-
-    def community(c: SnapshotCommunity) -> SnapshotCommunity:
-        members = set(c.entity_ids)
-        rels = {
-            r.id
-            for k in c.entity_ids
-            for r in by_entity.get(k, ())
-            if r.source_id in members and r.target_id in members
-        }
-        texts = {u for k in c.entity_ids for u in units.get(k, ())}
-        return dataclasses.replace(
-            c, relationship_ids=tuple(sorted(rels)), text_unit_ids=tuple(sorted(texts))
-        )
-
-    share = {c.id: c.unreflected for c in snapshot.communities}
-    return dataclasses.replace(
-        snapshot,
-        community_reports=tuple(
-            dataclasses.replace(r, unreflected=share.get(r.id, r.unreflected))
-            for r in snapshot.community_reports
-        ),
-        entities=tuple(dataclasses.replace(e, degree=degree[e.id]) for e in snapshot.entities),
-        relationships=tuple(
-            dataclasses.replace(r, combined_degree=degree[r.source_id] + degree[r.target_id])
-            for r in snapshot.relationships
-        ),
-        communities=tuple(community(c) for c in snapshot.communities),
-    )

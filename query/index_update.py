@@ -6,7 +6,7 @@ The old index is never mutated (a query that started on it finishes on it): ever
 copied, a C-level dict copy that takes milliseconds at 100k rows, and only the entries the
 changes reach are rewritten; unchanged row objects are shared. The result equals
 ``QueryIndex.from_snapshot`` of the new version (the tests check it), including the columns the
-graph tables derive on reading (``graph.snapshots.with_derived``): an entity's ``degree`` and
+graph tables derive on reading (``core.graph_tables.derived_columns``): an entity's ``degree`` and
 the ``combined_degree`` of its relationships move when a relationship reaches it, and a
 community's ``relationship_ids`` and ``text_unit_ids`` when one of its members' do.
 """
