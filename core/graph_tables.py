@@ -259,17 +259,31 @@ def _interned(value: Any) -> Any:
 
 def current_rows(table: pa.Table, as_of: int | None = None) -> pa.Table:
     """Per id, the newest row at or below ``as_of`` (all when None), tombstones dropped."""
+    return _newest_per_id(table, as_of, keep_tombstones=False)
+
+
+def _newest_per_id(table: pa.Table, as_of: int | None, *, keep_tombstones: bool) -> pa.Table:
+    """The newest row version per id; the order and the mask are computed on the id and
+    version columns alone and the table is copied once (or not at all when every id has one
+    live row), so reading a large version does not hold several copies of it."""
     if as_of is not None:
         table = table.filter(pc.field(_VERSION) <= as_of)
     if table.num_rows == 0:
         return table
-    order = pc.sort_indices(table, sort_keys=[("id", "ascending"), (_VERSION, "descending")])
-    table = table.take(order)
-    ids = table.column("id").combine_chunks()
-    first = pc.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1))
+    ids = table.column("id")
+    deleted = table.column(_DELETED).fill_null(False)
+    if pc.count_distinct(ids).as_py() == table.num_rows and (
+        keep_tombstones or not pc.any(deleted).as_py()
+    ):
+        return table
+    keys = pa.table({"id": ids, "v": table.column(_VERSION)})
+    order = pc.sort_indices(keys, sort_keys=[("id", "ascending"), ("v", "descending")])
+    ordered = ids.take(order).combine_chunks()
+    first = pc.not_equal(ordered.slice(1), ordered.slice(0, len(ordered) - 1))
     keep = pa.concat_arrays([pa.array([True]), first.fill_null(True)])
-    table = table.filter(keep)
-    return table.filter(pc.invert(table.column(_DELETED).fill_null(False)))
+    if not keep_tombstones:
+        keep = pc.and_(keep, pc.invert(deleted.take(order).combine_chunks()))
+    return table.take(order.filter(keep))
 
 
 # ---- what a commit carries ---------------------------------------------------------------
@@ -614,13 +628,7 @@ def needed_rows(table: pa.Table, oldest: int) -> pa.Table:
 
 def current_rows_with_tombstones(table: pa.Table) -> pa.Table:
     """Per id, the newest row version (a tombstone stays, as a delete)."""
-    if table.num_rows == 0:
-        return table
-    order = pc.sort_indices(table, sort_keys=[("id", "ascending"), (_VERSION, "descending")])
-    table = table.take(order)
-    ids = table.column("id").combine_chunks()
-    first = pc.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1))
-    return table.filter(pa.concat_arrays([pa.array([True]), first.fill_null(True)]))
+    return _newest_per_id(table, None, keep_tombstones=True)
 
 
 def parse_as_of(text: str | int | None) -> int | str | None:
