@@ -51,6 +51,7 @@ from agents.community.runner import Runner
 from bench.incremental import DATA, Folder, load_documents, settings_for
 from bench.results_io import CLUSTERING_MACHINE, RESULTS, ROOT, machine, now_iso, write_result
 from bench.synthetic import Corpus
+from bench.warm_state import Warm
 from core.settings import Settings
 from graph.community_run import clustering_graph
 from graph.job_state import JobState
@@ -62,28 +63,6 @@ SMALL_CHANGE = 40
 DEFAULT_CORPORA = (2000, 8000)
 LARGE_CORPUS = 100_000
 DRIFT_CORPUS = 8000
-
-
-class Warm:
-    """The folded graph (with the merge rules' state, to fold more) and the job's state."""
-
-    def __init__(self, folder: Folder, state: JobState, base_run_s: float, fold_s: float):
-        self.folder, self.state = folder, state
-        self.base_run_s, self.fold_s = base_run_s, fold_s
-
-    def __getstate__(self) -> dict[str, Any]:
-        folder = dict(vars(self.folder))
-        folder.pop("enc", None)  # a tiktoken encoding does not pickle; rebuilt on load
-        return {**vars(self), "folder": folder}
-
-    def __setstate__(self, data: dict[str, Any]) -> None:
-        folder = Folder.__new__(Folder)
-        vars(folder).update(data.pop("folder"))
-        folder.enc = Folder(1).enc
-        vars(self).update(data, folder=folder)
-
-    def copy(self) -> Warm:
-        return pickle.loads(pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def code_digest() -> str:

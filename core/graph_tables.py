@@ -181,6 +181,20 @@ def _intern(value: Any) -> Any:
 
 
 def _json_decoder(table: str, column: str, hint: Any) -> Any:
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is tuple and len(args) == 2 and args[1] is Ellipsis:
+        inner = typing.get_args(args[0])
+        if typing.get_origin(args[0]) is tuple and all(a in (str, int) for a in inner):
+            # daily counts and size histories: pairs of plain values, by far the most common
+            # nested column, read without a per-value check (the writer encoded them)
+            def pairs(text: str | None) -> Any:
+                try:
+                    return tuple(tuple(map(_intern, p)) for p in orjson.loads(text or "[]"))
+                except (orjson.JSONDecodeError, TypeError) as err:
+                    raise GraphTablesError(f"graph table {table}, column {column}: {err}") from err
+
+            return pairs
+
     def decode(text: str | None) -> Any:
         try:
             return CODEC.decode(hint, _interned(orjson.loads(text or "null")))
@@ -333,6 +347,7 @@ class GraphTables:
         self.storage_options = dict(storage_options or {})
         self.compact_every = compact_every
         self.vacuum_hours = vacuum_hours
+        self._opened: dict[str, Any] = {}  # table -> DeltaTable, see ``_open``
 
     def uri(self, table: str) -> str:
         return f"{self.root}/{table}"
@@ -340,10 +355,17 @@ class GraphTables:
     # -- reading ---------------------------------------------------------------------------
 
     def _open(self, table: str) -> Any:
+        """The table's latest Delta version (None before its first commit). Opened tables are
+        kept and brought up to date with the commits since (``update_incremental``), so a
+        reader following versions does not replay each table's log from the start."""
         from deltalake import DeltaTable
 
+        held = self._opened.get(table)
+        if held is not None:
+            held.update_incremental()
+            return held
         try:
-            return DeltaTable(self.uri(table), storage_options=self.storage_options or None)
+            dt = DeltaTable(self.uri(table), storage_options=self.storage_options or None)
         except Exception as err:  # deltalake raises TableNotFoundError (not exported alike)
             if (
                 "no files in log segment" in str(err).lower()
@@ -352,6 +374,8 @@ class GraphTables:
             ):
                 return None
             raise
+        self._opened[table] = dt
+        return dt
 
     def version_infos(self) -> list[VersionInfo]:
         """Every listed version still kept, oldest first."""

@@ -150,7 +150,7 @@ def community_job_cmd(
         ),
     ] = 0,
 ) -> None:
-    """Run the debounced community job (re-clustering, reports, snapshots, events)."""
+    """Run the debounced community job (re-clustering, reports, graph versions, events)."""
     from agents.community.job import CommunityJob
     from streams.admin import ensure_topics
 
@@ -206,9 +206,9 @@ app.command("status")(status_cmd)
 def export_cmd(
     out_dir: Annotated[Path, typer.Argument(help="Directory for the parquet tables")],
     fmt: Annotated[str, typer.Option("--format", help="Only 'graphrag' for now")] = "graphrag",
-    version: Annotated[int | None, typer.Option(help="Snapshot version (default: latest)")] = None,
+    version: Annotated[int | None, typer.Option(help="Graph version (default: latest)")] = None,
 ) -> None:
-    """Write the latest snapshot as Microsoft GraphRAG output tables (parquet)."""
+    """Write the latest graph version (or --version) as Microsoft GraphRAG output tables."""
     from core.graph_tables import legacy_hint, open_graph_store
     from kgrag.export import export_graphrag
 
@@ -227,8 +227,11 @@ def export_cmd(
 
 @app.command("migrate")
 def migrate_cmd() -> None:
-    """Convert the namespace's snapshots from the format of earlier releases (JSON-lines
-    directories) into graph tables; the latest snapshot becomes the first graph version."""
+    """Convert snapshots of earlier releases into graph tables.
+
+    The latest old snapshot becomes the first graph version; nothing happens once graph
+    tables exist.
+    """
     from core.graph_tables import convert_legacy_snapshots, open_graph_store
 
     settings = _settings()

@@ -48,11 +48,12 @@ then to the entity mentioned more often.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import unicodedata
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 STOP_WORDS = frozenset(
@@ -102,8 +103,45 @@ class NameIndex:
             {a: tuple(ks) for a, ks in by_initials.items()},
         )
 
+    def updated(
+        self, keys: Collection[str], added: Iterable[str], removed: Iterable[str]
+    ) -> NameIndex:
+        """The index of ``keys`` (all entity keys now) from this one, given the keys
+        ``added`` and ``removed`` since: equal to ``build(keys)``, at the cost of the change
+        (and of the word weights, which every new name moves)."""
+        by_word = dict(self.by_word)
+        by_initials = dict(self.by_initials)
+        for key in removed:
+            for word, mapping in _entries(key, by_word, by_initials):
+                left = tuple(k for k in mapping.get(word, ()) if k != key)
+                if left:
+                    mapping[word] = left
+                else:
+                    mapping.pop(word, None)
+        for key in added:
+            for word, mapping in _entries(key, by_word, by_initials):
+                held = list(mapping.get(word, ()))
+                if key not in held:
+                    bisect.insort(held, key)
+                    mapping[word] = tuple(held)
+        n = len(keys)
+        idf = {w: math.log((n + 1) / len(ks)) for w, ks in by_word.items()}
+        return NameIndex(by_word, idf, by_initials)
+
     def weight(self, words: Iterable[str]) -> float:
         return sum(self.idf.get(w, 0.0) for w in set(words))
+
+
+def _entries(
+    key: str, by_word: dict[str, tuple[str, ...]], by_initials: dict[str, tuple[str, ...]]
+) -> list[tuple[str, dict[str, tuple[str, ...]]]]:
+    """Where ``build`` files one key: under each of its words, and its initials."""
+    words = key.split()
+    out = [(word, by_word) for word in set(words)]
+    content = content_words(words)
+    if len(content) >= 2:
+        out.append(("".join(w[0] for w in content), by_initials))
+    return out
 
 
 def content_words(words: Iterable[str]) -> list[str]:

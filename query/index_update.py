@@ -26,7 +26,6 @@ from graph.snapshot_model import (
     SnapshotRelationship,
     SnapshotReport,
 )
-from query.entity_names import NameIndex
 from query.index import (
     QueryIndex,
     daily_counts,
@@ -109,11 +108,9 @@ class _Follower:
                 del community_daily[number]
         self._reports(community_changed)
         claims_by_entity, claim_by_hrid = self._claims()
-        names = (
-            old.names
-            if self.entities.keys() == old.entities.keys()
-            else NameIndex.build(self.entities)
-        )
+        added = [k for k in self._gone_e if k in self.entities and k not in old.entities]
+        removed = [k for k in self._gone_e if k in old.entities and k not in self.entities]
+        names = old.names.updated(self.entities, added, removed) if added or removed else old.names
         return QueryIndex(
             meta=meta,
             documents=self.documents,
@@ -318,12 +315,15 @@ class _Follower:
             self._set_community(c)
             changed.add(c.community)
         memberships = dict(old.entity_communities)
+        joined: dict[str, dict[int, int]] = {}  # entity -> level -> changed community holding it
+        for n in changed:
+            c = self.communities.get(n)
+            if c is not None:
+                for key in c.entity_ids:
+                    joined.setdefault(key, {})[c.level] = n
         for key in affected_entities:
             levels = {lv: n for lv, n in memberships.get(key, {}).items() if n not in changed}
-            for n in changed:
-                c = self.communities.get(n)
-                if c is not None and key in c.entity_ids:
-                    levels[c.level] = n
+            levels.update(joined.get(key, {}))
             if levels:
                 memberships[key] = dict(sorted(levels.items()))
             else:
@@ -336,19 +336,52 @@ class _Follower:
         return memberships, changed
 
     def _set_community(self, c: SnapshotCommunity) -> None:
+        """``c`` with its derived columns: from its previous form when it has the same
+        members (only the relationships and text units of changed members can differ), else
+        from all its members."""
+        before = self.old.community_by_id.get(c.id)
         members = set(c.entity_ids)
-        rels = {
-            r.id
-            for k in c.entity_ids
-            for r in self.rels_by_entity.get(k, ())
-            if self.ends[r.id][0] in members and self.ends[r.id][1] in members
-        }
-        units = {u for k in c.entity_ids if (e := self.entities.get(k)) for u in e.text_unit_ids}
+        if before is not None and before.entity_ids == c.entity_ids:
+            touched = self._rel_touched
+            rels = {r for r in before.relationship_ids if r not in touched}
+            rels.update(
+                rid
+                for rid in touched
+                if rid in self.relationships
+                and self.ends[rid][0] in members
+                and self.ends[rid][1] in members
+            )
+            units = self._units_of(before, members)
+        else:
+            rels = {
+                r.id
+                for k in c.entity_ids
+                for r in self.rels_by_entity.get(k, ())
+                if self.ends[r.id][0] in members and self.ends[r.id][1] in members
+            }
+            units = None
+        if units is None:
+            units = {
+                u for k in c.entity_ids if (e := self.entities.get(k)) for u in e.text_unit_ids
+            }
         derived = replace(
             c, relationship_ids=tuple(sorted(rels)), text_unit_ids=tuple(sorted(units))
         )
         self.communities[c.community] = derived
         self.community_by_id[c.id] = derived
+
+    def _units_of(self, before: SnapshotCommunity, members: set[str]) -> set[str] | None:
+        """The community's text units from its previous ones when its changed members only
+        gained units (None: one lost a unit, so every member is read)."""
+        units = set(before.text_unit_ids)
+        for key in self._gone_e & members:
+            was, now = self.old.entities.get(key), self.entities.get(key)
+            if now is None or (
+                was is not None and not set(was.text_unit_ids) <= set(now.text_unit_ids)
+            ):
+                return None
+            units.update(now.text_unit_ids)
+        return units
 
     def _reports(self, communities_changed: set[int]) -> None:
         change = self.change("community_reports")
