@@ -41,7 +41,7 @@ class QueryIndex:
     entity_by_hrid: dict[int, SnapshotEntity]
     relationships: dict[str, SnapshotRelationship]
     relationship_by_hrid: dict[int, SnapshotRelationship]
-    relationships_by_entity: dict[str, tuple[SnapshotRelationship, ...]]
+    relationships_by_entity: dict[str, tuple[str, ...]]  # relationship ids, sorted
     relationship_ends: dict[str, tuple[str, str]]  # relationship id -> entity keys
     claims_by_entity: dict[str, tuple[SnapshotClaim, ...]]
     claim_by_hrid: dict[int, SnapshotClaim]
@@ -177,7 +177,7 @@ def _build(snapshot: Snapshot) -> QueryIndex:
         entity_by_hrid={e.human_readable_id: e for e in snapshot.entities},
         relationships={r.id: r for r in snapshot.relationships},
         relationship_by_hrid={r.human_readable_id: r for r in snapshot.relationships},
-        relationships_by_entity={k: tuple(v) for k, v in rels_by_entity.items()},
+        relationships_by_entity={k: tuple(r.id for r in v) for k, v in rels_by_entity.items()},
         relationship_ends=ends,
         claims_by_entity={k: tuple(v) for k, v in claims.items()},
         claim_by_hrid={c.human_readable_id: c for c in snapshot.claims},

@@ -14,7 +14,7 @@ community's ``relationship_ids`` and ``text_unit_ids`` when one of its members' 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Protocol, TypeVar
 
 from core.graph_tables import TableChange
@@ -83,7 +83,7 @@ class _Follower:
         reached = self._relationships()  # entities a changed relationship ends at
         units_changed, unit_entities, unit_docs = self._units()
         degree_moved = self._degrees(reached | changed_entities)
-        self._combined_degrees(degree_moved, reached)
+        self._combined_degrees(degree_moved)
         daily = dict(old.entity_daily)
         for key in changed_entities | unit_entities:
             e = self.entities.get(key)
@@ -171,6 +171,10 @@ class _Follower:
             reached.update(ends)
         self._gone_r = set(touched)
         self._rel_touched = touched
+        self._arriving: dict[str, list[str]] = {}  # entity -> changed relationships at it
+        for r in change.upserts:
+            for end in set(self.ends[r.id]):
+                self._arriving.setdefault(end, []).append(r.id)
         return reached
 
     def _degrees(self, keys: set[str]) -> set[str]:
@@ -178,16 +182,12 @@ class _Follower:
         entities whose degree moved."""
         moved: set[str] = set()
         touched = self._rel_touched
-        arriving: dict[str, list[SnapshotRelationship]] = {}
-        for rid in touched:
-            if rid in self.relationships:
-                for end in set(self.ends[rid]):
-                    arriving.setdefault(end, []).append(self.relationships[rid])
+        arriving = self._arriving
         for key in keys:
-            kept = [r for r in self.rels_by_entity.get(key, ()) if r.id not in touched]
+            kept = [rid for rid in self.rels_by_entity.get(key, ()) if rid not in touched]
             kept += arriving.get(key, ())
             if kept:
-                self.rels_by_entity[key] = tuple(sorted(kept, key=lambda r: r.id))
+                self.rels_by_entity[key] = tuple(sorted(kept))
             else:
                 self.rels_by_entity.pop(key, None)
             e = self.entities.get(key)
@@ -203,33 +203,31 @@ class _Follower:
         return moved
 
     def _degree(self, key: str) -> int:
-        return sum(2 if a == b else 1 for a, b in map(self._end, self.rels_by_entity.get(key, ())))
-
-    def _end(self, r: SnapshotRelationship) -> tuple[str, str]:
-        return self.ends[r.id]
+        ends = self.ends
+        return sum(
+            2 if a == b else 1 for a, b in map(ends.__getitem__, self.rels_by_entity.get(key, ()))
+        )
 
     def _deg(self, key: str) -> int:
         e = self.entities.get(key)
         return e.degree if e is not None else self._degree(key)
 
-    def _combined_degrees(self, moved: set[str], reached: set[str]) -> None:
+    def _combined_degrees(self, moved: set[str]) -> None:
         """``combined_degree`` of every relationship at an entity whose degree moved, and of
-        the changed ones; each relationship list holding a replaced object is rebuilt."""
-        due = {r.id for key in moved for r in self.rels_by_entity.get(key, ())}
+        the changed ones."""
+        due = {rid for key in moved for rid in self.rels_by_entity.get(key, ())}
         due |= {rid for rid in self._rel_touched if rid in self.relationships}
-        rebuilt: set[str] = set()
+        degrees: dict[str, int] = {}
         for rid in due:
             r = self.relationships[rid]
             a, b = self.ends[rid]
-            combined = self._deg(a) + self._deg(b)
+            for end in (a, b):
+                if end not in degrees:
+                    degrees[end] = self._deg(end)
+            combined = degrees[a] + degrees[b]
             if r.combined_degree != combined:
-                self.relationships[rid] = replace(r, combined_degree=combined)
+                self.relationships[rid] = _with_combined_degree(r, combined)
                 self._gone_r.add(rid)
-                rebuilt.update((a, b))
-        for key in rebuilt | reached:
-            held = self.rels_by_entity.get(key)
-            if held is not None:
-                self.rels_by_entity[key] = tuple(self.relationships[r.id] for r in held)
 
     def _units(self) -> tuple[set[str], set[str], set[str]]:
         """Apply text-unit rows; returns the changed unit ids, and the entities and documents
@@ -341,23 +339,22 @@ class _Follower:
         from all its members."""
         before = self.old.community_by_id.get(c.id)
         members = set(c.entity_ids)
+        ends = self.ends
         if before is not None and before.entity_ids == c.entity_ids:
-            touched = self._rel_touched
-            rels = {r for r in before.relationship_ids if r not in touched}
-            rels.update(
-                rid
-                for rid in touched
-                if rid in self.relationships
-                and self.ends[rid][0] in members
-                and self.ends[rid][1] in members
-            )
+            rels = set(before.relationship_ids) - self._rel_touched
+            for key in members & self._arriving.keys():
+                rels.update(
+                    rid
+                    for rid in self._arriving[key]
+                    if ends[rid][0] in members and ends[rid][1] in members
+                )
             units = self._units_of(before, members)
         else:
             rels = {
-                r.id
+                rid
                 for k in c.entity_ids
-                for r in self.rels_by_entity.get(k, ())
-                if self.ends[r.id][0] in members and self.ends[r.id][1] in members
+                for rid in self.rels_by_entity.get(k, ())
+                if ends[rid][0] in members and ends[rid][1] in members
             }
             units = None
         if units is None:
@@ -447,3 +444,14 @@ def _by_hrid(
 def _sorted(rows: Mapping[int, C]) -> dict[int, C]:
     """Community-number maps in the order a fresh index has them (by community id)."""
     return dict(sorted(rows.items(), key=lambda kv: kv[1].id))
+
+
+_RELATIONSHIP_FIELDS = tuple(f.name for f in fields(SnapshotRelationship))
+
+
+def _with_combined_degree(r: SnapshotRelationship, value: int) -> SnapshotRelationship:
+    """``replace(r, combined_degree=value)`` without its per-call introspection: a hub's new
+    relationship moves the combined degree of every one of its relationships."""
+    values = {name: getattr(r, name) for name in _RELATIONSHIP_FIELDS}
+    values["combined_degree"] = value
+    return SnapshotRelationship(**values)

@@ -52,7 +52,7 @@ def rank_relationships(
     chosen = set(selected)
     seen: dict[str, SnapshotRelationship] = {}
     for key in selected:
-        for r in index.relationships_by_entity.get(key, ()):
+        for r in map(index.relationships.__getitem__, index.relationships_by_entity.get(key, ())):
             if r.id not in seen and relationship_in_window(index, r, window):
                 seen[r.id] = r
     inside, outside = [], []

@@ -27,10 +27,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from core.graph_tables import GraphTables, GraphTablesError, legacy_hint, parse_as_of
+from core.graph_tables import (
+    GraphTables,
+    GraphTablesError,
+    VersionInfo,
+    legacy_hint,
+    parse_as_of,
+)
 from core.publish import DocumentPublisher
 from core.settings import Settings
 from core.snapshot_store import PointerStamp, SnapshotNotFoundError, SnapshotStoreError
+from graph.leiden_graph import gc_paused
 from query.api.errors import ApiError, api_error
 from query.deps import QueryDeps
 from query.index import QueryIndex
@@ -88,6 +95,21 @@ class IndexHolder:
                 self._metrics.snapshot_swaps.inc()
             return index
 
+    def _follow(self, held: QueryIndex, latest: VersionInfo) -> tuple[QueryIndex | None, str]:
+        """``held`` followed to ``latest`` row by row; None (read the whole version instead)
+        if that fails, which is a defect: it is logged with its traceback."""
+        try:
+            changes = self.store.changes(held.version, latest.version)
+            with gc_paused():  # a burst of acyclic allocations: no full collections meanwhile
+                index = follow(held, latest.meta, changes)
+        except SnapshotStoreError:
+            raise
+        except Exception:
+            log.exception("could not follow version %d to %d", held.version, latest.version)
+            return None, ""
+        rows = sum(len(c.upserts) + len(c.deletes) for c in changes.values())
+        return index, f"followed {rows} changed rows from version {held.version}"
+
     def _next_index(self, held: QueryIndex | None) -> QueryIndex | None:
         """The latest version's index: the one in service followed row by row through the
         versions since (``query.index_update``) while it is within retention, else built from
@@ -98,12 +120,10 @@ class IndexHolder:
             if not infos or (held is not None and infos[-1].version <= held.version):
                 return held
             latest = infos[-1]
+            index = None
             if held is not None and held.version >= infos[0].version:
-                changes = self.store.changes(held.version, latest.version)
-                index = follow(held, latest.meta, changes)
-                rows = sum(len(c.upserts) + len(c.deletes) for c in changes.values())
-                how = f"followed {rows} changed rows from version {held.version}"
-            else:
+                index, how = self._follow(held, latest)
+            if index is None:
                 index = QueryIndex.from_snapshot(self.store.load(latest.version))
                 how = "read whole"
         except SnapshotStoreError as err:

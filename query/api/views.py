@@ -64,7 +64,10 @@ def find_entity(index: QueryIndex, ident: str) -> SnapshotEntity | None:
 
 
 def entity_view(index: QueryIndex, e: SnapshotEntity, limit: int = 20) -> dict[str, Any]:
-    rels = sorted(index.relationships_by_entity.get(e.id, ()), key=lambda r: -r.combined_degree)
+    rels = sorted(
+        map(index.relationships.__getitem__, index.relationships_by_entity.get(e.id, ())),
+        key=lambda r: -r.combined_degree,
+    )
     units = [index.text_units[u] for u in index.text_units_by_entity.get(e.id, ())[:limit]]
     return {
         "id": e.human_readable_id,

@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from core.graph_tables import open_graph_store
+from core.graph_tables import GraphTables, open_graph_store
 from query.index import QueryIndex
 from query.index_update import follow
 from tests.unit.test_community_run import _fact, steady_job
+from tests.unit.test_query_service import grown, versioned, world
 
 
 def assert_same(followed: QueryIndex, fresh: QueryIndex, step: int) -> None:
@@ -54,3 +55,12 @@ class TestFollow:
         followed = follow(index, latest.meta, store.changes(index.version, latest.version))
         assert_same(followed, QueryIndex.from_snapshot(store.load()), 0)
         assert gone.id not in followed.text_units and gone.id not in followed.unit_dates
+
+    def test_an_entity_without_relationships_arrives(self, tmp_path: Path) -> None:
+        store = GraphTables(tmp_path)
+        store.write(versioned(world(), 1))
+        store.write(grown(2))  # one more entity, related to nothing
+        index = QueryIndex.from_snapshot(store.load(1))
+        followed = follow(index, store.resolve(2).meta, store.changes(1, 2))
+        assert_same(followed, QueryIndex.from_snapshot(store.load(2)), 2)
+        assert followed.entities["newcomer 2"].degree == 0

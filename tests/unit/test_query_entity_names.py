@@ -31,6 +31,16 @@ def pick(question: str, limit: int = 10, freq: dict[str, int] | None = None) -> 
     return named_entities(question, NameIndex.build(NAMES), lambda k: counts.get(k, 0), limit=limit)
 
 
+class TestUpdated:
+    def test_adding_and_removing_names_equals_building_afresh(self) -> None:
+        before = NameIndex.build(NAMES[:8])
+        now = [*NAMES[2:], "international monetary fund", "james baker iii"]
+        added = [k for k in now if k not in NAMES[:8]]
+        removed = [k for k in NAMES[:8] if k not in now]
+        assert before.updated(now, added, removed) == NameIndex.build(now)
+        assert before.updated(NAMES[:8], [], []) == before
+
+
 class TestMatching:
     def test_a_surname_finds_the_full_name(self) -> None:
         assert pick("What did Balladur say?") == ["edouard balladur"]

@@ -352,6 +352,22 @@ class TestSnapshotSwap:
         assert seen == sorted(seen) and all(1 <= v <= 7 for v in seen)
         assert final == 7
 
+    def test_a_version_that_cannot_be_followed_is_read_whole(
+        self, tmp_path: Path, store: GraphTables, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        import query.api.state as state
+
+        def broken(*_: object) -> None:
+            raise KeyError("a defect in following")
+
+        store.write(grown(1))
+        with client_for(tmp_path, store) as c:
+            refresh(c)
+            monkeypatch.setattr(state, "follow", broken)
+            store.write(grown(2))
+            refresh(c)
+            assert c.get("/v1/entities/newcomer 2").json()["snapshot_version"] == 2
+
     def test_as_of_answers_from_what_the_graph_knew_then(
         self, tmp_path: Path, store: GraphTables
     ) -> None:
