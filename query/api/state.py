@@ -37,7 +37,6 @@ from core.graph_tables import (
 from core.publish import DocumentPublisher
 from core.settings import Settings
 from core.snapshot_store import PointerStamp, SnapshotNotFoundError, SnapshotStoreError
-from graph.leiden_graph import gc_paused
 from query.api.errors import ApiError, api_error
 from query.deps import QueryDeps
 from query.index import QueryIndex
@@ -100,8 +99,7 @@ class IndexHolder:
         if that fails, which is a defect: it is logged with its traceback."""
         try:
             changes = self.store.changes(held.version, latest.version)
-            with gc_paused():  # a burst of acyclic allocations: no full collections meanwhile
-                index = follow(held, latest.meta, changes)
+            index = follow(held, latest.meta, changes)
         except SnapshotStoreError:
             raise
         except Exception:
