@@ -56,6 +56,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pads
 
 from core.errors import ConfigError
 from core.settings import Settings
@@ -451,9 +452,11 @@ class GraphTables:
         if dt is None:
             return table_schema(table).arrow.empty_table()
         condition = pc.field(_VERSION) <= as_of
+        dataset = dt.to_pyarrow_dataset()
         if since is not None:
             condition = condition & (pc.field(_VERSION) > since)
-        return dt.to_pyarrow_dataset().to_table(filter=condition)
+            dataset = _files_between(dt, dataset, since, as_of)
+        return dataset.to_table(filter=condition)
 
     def load(self, version: int | str | datetime | None = None) -> Snapshot:
         """The whole graph as of ``version`` (see ``resolve``), derived columns filled in."""
@@ -640,6 +643,32 @@ class GraphTables:
             dt.create_checkpoint()
             dt.cleanup_metadata()
         return report
+
+
+def _files_between(dt: Any, dataset: pads.FileSystemDataset, since: int, until: int) -> Any:
+    """Only the files holding rows of versions ``since+1 .. until``, chosen by the
+    ``_version`` statistics of each file in the Delta log (every commit is a file of its own
+    until compaction), so following a few versions does not open every file of the table."""
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    lo, hi = f"min.{_VERSION}", f"max.{_VERSION}"
+    if lo not in actions.column_names or hi not in actions.column_names:
+        return dataset  # no statistics: every file is read
+    wanted = {
+        path
+        for path, first, last in zip(
+            actions.column("path").to_pylist(),
+            actions.column(lo).to_pylist(),
+            actions.column(hi).to_pylist(),
+            strict=True,
+        )
+        if first is None or last is None or (last > since and first <= until)
+    }
+    fragments = [
+        f
+        for f in dataset.get_fragments()
+        if f.path in wanted or any(f.path.endswith(f"/{p}") for p in wanted)
+    ]
+    return pads.FileSystemDataset(fragments, dataset.schema, dataset.format, dataset.filesystem)
 
 
 def needed_rows(table: pa.Table, oldest: int) -> pa.Table:
