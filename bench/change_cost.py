@@ -49,7 +49,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.community.runner import Runner
 from bench.incremental import DATA, Folder, load_documents, settings_for
-from bench.results_io import CLUSTERING_MACHINE, RESULTS, ROOT, machine, now_iso, write_result
+from bench.results_io import (
+    CLUSTERING_MACHINE,
+    RESULTS,
+    ROOT,
+    machine,
+    now_iso,
+    print_targets,
+    write_result,
+)
 from bench.synthetic import Corpus
 from bench.warm_state import Warm
 from core.settings import Settings
@@ -292,9 +300,7 @@ def main(argv: list[str] | None = None) -> None:
         "targets": targets(corpora),
     }
     write_result(args.out, result)
-    for name, t in result["targets"].items():
-        print(f"{name}: {t['value']} {t['op']} {t['limit']} {'met' if t['met'] else 'NOT met'}")
-    print(f"wrote {args.out}")
+    print_targets(result, args.out)
 
 
 if __name__ == "__main__":

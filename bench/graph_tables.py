@@ -36,7 +36,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.change_cost import DEFAULT_CORPORA, job_run, warm_state
 from bench.incremental import DATA, load_documents, settings_for
-from bench.results_io import CLUSTERING_MACHINE, RESULTS, machine, now_iso, write_result
+from bench.results_io import (
+    CLUSTERING_MACHINE,
+    RESULTS,
+    machine,
+    now_iso,
+    print_targets,
+    target,
+    write_result,
+)
 from bench.synthetic import Corpus
 from core.graph_tables import open_graph_store
 from graph.snapshots import snapshot_to_tables
@@ -136,24 +144,12 @@ def main(argv: list[str] | None = None) -> None:
         "corpora": corpora,
         "not_measured": ["query_rss_mib", "query_rss_empty_mib", "context_p95_ms"],
         "targets": {
-            "bytes_plus40_share_8000": {
-                "value": share,
-                "limit": 0.05,
-                "op": "<=",
-                "met": share <= 0.05,
-            },
-            "swap_p95_ms_8000": {
-                "value": big["swap_p95_ms"],
-                "limit": 500,
-                "op": "<=",
-                "met": big["swap_p95_ms"] <= 500,
-            },
+            "bytes_plus40_share_8000": target(share, 0.05, "<="),
+            "swap_p95_ms_8000": target(big["swap_p95_ms"], 500, "<="),
         },
     }
     write_result(args.out, result)
-    for name, t in result["targets"].items():
-        print(f"{name}: {t['value']} {t['op']} {t['limit']} {'met' if t['met'] else 'NOT met'}")
-    print(f"wrote {args.out}")
+    print_targets(result, args.out)
 
 
 if __name__ == "__main__":

@@ -125,6 +125,13 @@ def target(value: float | bool, limit: float | bool, op: str) -> dict[str, Any]:
     return {"value": value, "limit": limit, "op": op, "met": bool(met[op]())}
 
 
+def print_targets(result: dict[str, Any], path: Path) -> None:
+    """Each target of ``result`` on a line (met or NOT met), then where it was written."""
+    for name, t in result["targets"].items():
+        print(f"{name}: {t['value']} {t['op']} {t['limit']} {'met' if t['met'] else 'NOT met'}")
+    print(f"wrote {path}")
+
+
 def write_result(path: Path, result: dict[str, Any], *, ensure_ascii: bool = True) -> None:
     """``result`` as indented JSON with a final newline (its folder made when missing)."""
     path.parent.mkdir(parents=True, exist_ok=True)
