@@ -27,7 +27,9 @@ version) before it writes its own.
 **One writer per version number.** Versions only go up: a commit at or below the latest listed
 version raises ``StaleSnapshotError`` (a community-job leader that lost its role mid-run
 cannot publish an older graph over a newer one). The community job is the one writer of every
-table.
+table. Every commit's rows carry its own id (``_commit``) and the version's listing names it,
+so if two leaders ever took the same number, only the rows of the one that listed it are
+read; the other's are dropped by the next maintenance.
 
 **Retention and small files.** ``keep`` versions stay readable as of their number. Every
 ``compact_every`` commits the small files of each table are compacted (Delta ``optimize``);
@@ -46,6 +48,7 @@ import os
 import sys
 import types
 import typing
+import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -74,7 +77,7 @@ log = logging.getLogger(__name__)
 
 VERSIONS = "_versions"
 FORMAT = 2  # graph-table format (1 was the JSON-lines snapshot directories)
-_VERSION, _DELETED = "_version", "_deleted"
+_VERSION, _DELETED, _COMMIT = "_version", "_deleted", "_commit"
 
 
 class GraphTablesError(SnapshotStoreError):
@@ -127,12 +130,16 @@ def table_schema(name: str) -> TableSchema:
         columns.append(pa.field(f.name, kind))
         if as_json:
             json_columns.add(f.name)
-    columns += [pa.field(_VERSION, pa.int64(), nullable=False), pa.field(_DELETED, pa.bool_())]
+    columns += [
+        pa.field(_VERSION, pa.int64(), nullable=False),
+        pa.field(_DELETED, pa.bool_()),
+        pa.field(_COMMIT, pa.string()),
+    ]
     return TableSchema(name, cls, pa.schema(columns), frozenset(json_columns))
 
 
 def rows_to_arrow(
-    name: str, rows: Sequence[Any], version: int, deleted: Sequence[str] = ()
+    name: str, rows: Sequence[Any], version: int, deleted: Sequence[str] = (), commit: str = ""
 ) -> pa.Table:
     """Row objects (upserts) and ids (tombstones) of one table as one Arrow batch."""
     schema = table_schema(name)
@@ -145,6 +152,7 @@ def rows_to_arrow(
         data[column] = values + [deleted_id if column == "id" else None for deleted_id in deleted]
     data[_VERSION] = [version] * (len(rows) + len(deleted))
     data[_DELETED] = [False] * len(rows) + [True] * len(deleted)
+    data[_COMMIT] = [commit] * (len(rows) + len(deleted))
     return pa.Table.from_pydict(data, schema=schema.arrow)
 
 
@@ -320,6 +328,7 @@ class VersionInfo:
     meta: SnapshotMeta
     rows: dict[str, int] = field(default_factory=dict)  # live rows per table after it
     changed: dict[str, int] = field(default_factory=dict)  # rows it wrote per table
+    commit: str = ""  # the id its rows carry in ``_commit``
 
 
 # ---- the store -----------------------------------------------------------------------------
@@ -394,6 +403,7 @@ class GraphTables:
                         CODEC.decode(SnapshotMeta, meta["meta"]),
                         dict(meta.get("rows", {})),
                         dict(meta.get("changed", {})),
+                        str(meta.get("commit", "")),
                     )
                 )
             except (orjson.JSONDecodeError, DecodeError, KeyError, TypeError) as err:
@@ -446,13 +456,22 @@ class GraphTables:
             )
         return before[-1]
 
-    def read_table(self, table: str, as_of: int, since: int | None = None) -> pa.Table:
-        """The raw row versions of ``table`` with ``since < _version <= as_of``."""
+    def read_table(
+        self,
+        table: str,
+        as_of: int,
+        since: int | None = None,
+        listed: Sequence[VersionInfo] | None = None,
+    ) -> pa.Table:
+        """The raw row versions of ``table`` with ``since < _version <= as_of`` written by
+        listed commits (``listed``: the versions listed now, read when not given)."""
         dt = self._open(table)
         if dt is None:
             return table_schema(table).arrow.empty_table()
-        condition = pc.field(_VERSION) <= as_of
         dataset = dt.to_pyarrow_dataset()
+        condition = (pc.field(_VERSION) <= as_of) & _listed_rows(
+            dataset.schema, self.version_infos_all() if listed is None else listed
+        )
         if since is not None:
             condition = condition & (pc.field(_VERSION) > since)
             dataset = _files_between(dt, dataset, since, as_of)
@@ -461,7 +480,11 @@ class GraphTables:
     def load(self, version: int | str | datetime | None = None) -> Snapshot:
         """The whole graph as of ``version`` (see ``resolve``), derived columns filled in."""
         info = self.resolve(version)
-        raw = {name: current_rows(self.read_table(name, info.version)) for name in TABLES}
+        listed = self.version_infos_all()
+        raw = {
+            name: current_rows(self.read_table(name, info.version, listed=listed))
+            for name in TABLES
+        }
         derived = derived_columns(raw)
         tables = {name: arrow_to_rows(name, raw.pop(name), derived.get(name)) for name in TABLES}
         return Snapshot(meta=info.meta, **tables)
@@ -481,8 +504,9 @@ class GraphTables:
         """What versions ``since+1 .. until`` changed, per table: the rows as of ``until`` of
         every id written in between (tombstoned ids as deletes)."""
         out: dict[str, TableChange] = {}
+        listed = self.version_infos_all()
         for name in TABLES:
-            rows = current_rows_with_tombstones(self.read_table(name, until, since))
+            rows = current_rows_with_tombstones(self.read_table(name, until, since, listed=listed))
             deleted = rows.filter(rows.column(_DELETED).fill_null(False))
             live = rows.filter(pc.invert(rows.column(_DELETED).fill_null(False)))
             out[name] = TableChange(
@@ -526,11 +550,12 @@ class GraphTables:
         self._drop_unlisted(latest or 0)
         changed: dict[str, int] = {}
         rows = dict(infos[-1].rows) if infos else {}
+        commit = uuid.uuid4().hex  # rows of a writer that loses the race stay invisible
         for name in TABLES:
             change = changes.get(name, TableChange())
             if not change:
                 continue
-            batch = rows_to_arrow(name, change.upserts, version, change.deletes)
+            batch = rows_to_arrow(name, change.upserts, version, change.deletes, commit)
             write_deltalake(
                 self.uri(name),
                 batch,
@@ -547,6 +572,7 @@ class GraphTables:
             "meta": CODEC.encode(meta),
             "rows": rows,
             "changed": changed,
+            "commit": commit,
         }
         entry = pa.table(
             {
@@ -560,7 +586,7 @@ class GraphTables:
         write_deltalake(
             self.uri(VERSIONS), entry, mode="append", storage_options=self.storage_options or None
         )
-        info = VersionInfo(version, committed_at, meta, rows, changed)
+        info = VersionInfo(version, committed_at, meta, rows, changed, commit)
         if version % self.compact_every == 0:
             self.maintain()
         return info
@@ -623,7 +649,7 @@ class GraphTables:
                     )
             else:
                 table = dt.to_pyarrow_table()
-                needed = needed_rows(table, oldest)
+                needed = needed_rows(table.filter(_listed_rows(table.schema, infos)), oldest)
                 if needed.num_rows < table.num_rows // 2:
                     write_deltalake(
                         self.uri(name),
@@ -643,6 +669,17 @@ class GraphTables:
             dt.create_checkpoint()
             dt.cleanup_metadata()
         return report
+
+
+def _listed_rows(schema: pa.Schema, listed: Sequence[VersionInfo]) -> pc.Expression:
+    """Rows a reader may see: written by the commit that listed their version, or older than
+    every version listed (rows maintenance kept: they were listed when it ran). Two writers
+    that took the same version number both append rows; only the one that listed it counts."""
+    if _COMMIT not in schema.names or not listed:
+        return pc.scalar(True)
+    oldest = min(v.version for v in listed)
+    commits = [v.commit for v in listed if v.commit]
+    return (pc.field(_VERSION) < oldest) | pc.field(_COMMIT).isin(commits)
 
 
 def _files_between(dt: Any, dataset: pads.FileSystemDataset, since: int, until: int) -> Any:

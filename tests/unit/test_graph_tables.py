@@ -90,6 +90,28 @@ class TestVersions:
             store.write(graph(3, {1: "b"}))
         assert store.load().entities[0].description == "a"
 
+    def test_rows_of_a_writer_that_lost_the_race_for_a_version_stay_invisible(
+        self, tmp_path: Path
+    ) -> None:
+        """Two leaders took version 2: the one that lost appended its rows, then found the
+        version listed by the other. Only the listed commit's rows are version 2, now and
+        after maintenance."""
+        from deltalake import write_deltalake
+
+        store = GraphTables(tmp_path, keep=5, vacuum_hours=0)
+        store.write(graph(1, {1: "a", 2: "b"}))
+        store.write(graph(2, {1: "the winner's", 2: "b"}))
+        # the loser's append lands after the winner listed version 2, before it notices
+        loser = rows_to_arrow("entities", [entity(1, "the loser's")], 2, commit="lost")
+        write_deltalake(str(tmp_path / "entities"), loser, mode="append")
+        assert {e.description for e in store.load().entities} == {"the winner's", "b"}
+        assert store.changes(1, 2)["entities"].upserts[0].description == "the winner's"
+        store.maintain()
+        assert {e.description for e in store.load().entities} == {"the winner's", "b"}
+        assert (
+            "the loser's" not in store.read_table("entities", 2).column("description").to_pylist()
+        )
+
     def test_degrees_are_derived_from_the_relationships(self, tmp_path: Path) -> None:
         store = GraphTables(tmp_path)
         store.write(graph(1, {1: "a", 2: "b", 3: "c"}, ((1, 2), (1, 3))))
