@@ -68,7 +68,8 @@ async def _reset(settings: Settings) -> None:
 
 
 def _wait_for_snapshot(settings: Settings, documents: int, timeout: float) -> int:
-    """The version of a snapshot holding every document, once no newer one follows soon."""
+    """The graph version holding every document, once no newer one follows soon (read from
+    the versions table; the graph itself is not loaded)."""
     store = open_graph_store(settings)
     deadline = time.monotonic() + timeout
     settle = settings.community.debounce_s * 2 + 2
@@ -77,10 +78,12 @@ def _wait_for_snapshot(settings: Settings, documents: int, timeout: float) -> in
         version = store.latest_version()
         if version != seen:
             seen, since = version, time.monotonic()
-        elif version is not None and time.monotonic() - since > settle:
-            snap = store.load(version)
-            if snap.meta.counts.get("documents", 0) >= documents:
-                return version
+        elif (
+            version is not None
+            and time.monotonic() - since > settle
+            and store.resolve(version).meta.counts.get("documents", 0) >= documents
+        ):
+            return version
         time.sleep(1)
     raise KgragError(f"no complete snapshot within {timeout:.0f}s (latest: {seen})")
 
