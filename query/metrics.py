@@ -100,6 +100,14 @@ class QueryMetrics:
         self.snapshot_swaps = Counter(
             "kgrag_snapshot_swaps", "Times a newer snapshot was put in service", registry=reg
         )
+        self.swap_seconds = Histogram(
+            "kgrag_version_swap_seconds",
+            "Time to put a newer graph version in service: followed row by row from the one "
+            "in service, or read whole",
+            ["how"],
+            buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+            registry=reg,
+        )
         self.consumer_lag = Gauge(
             "kgrag_consumer_lag",
             "Messages the worker group has not committed yet, per topic",

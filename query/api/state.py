@@ -94,7 +94,7 @@ class IndexHolder:
                 self._metrics.snapshot_swaps.inc()
             return index
 
-    def _follow(self, held: QueryIndex, latest: VersionInfo) -> tuple[QueryIndex | None, str]:
+    def _follow(self, held: QueryIndex, latest: VersionInfo) -> QueryIndex | None:
         """``held`` followed to ``latest`` row by row; None (read the whole version instead)
         if that fails, which is a defect: it is logged with its traceback."""
         try:
@@ -104,9 +104,10 @@ class IndexHolder:
             raise
         except Exception:
             log.exception("could not follow version %d to %d", held.version, latest.version)
-            return None, ""
+            return None
         rows = sum(len(c.upserts) + len(c.deletes) for c in changes.values())
-        return index, f"followed {rows} changed rows from version {held.version}"
+        log.info("version %d: %d changed rows since %d", latest.version, rows, held.version)
+        return index
 
     def _next_index(self, held: QueryIndex | None) -> QueryIndex | None:
         """The latest version's index: the one in service followed row by row through the
@@ -119,22 +120,22 @@ class IndexHolder:
                 return held
             latest = infos[-1]
             index = None
+            how = "whole"
             if held is not None and held.version >= infos[0].version:
-                index, how = self._follow(held, latest)
+                index = self._follow(held, latest)
+                how = "followed"
             if index is None:
                 index = QueryIndex.from_snapshot(self.store.load(latest.version))
-                how = "read whole"
+                how = "whole"
         except SnapshotStoreError as err:
             self.last_error = err
             log.warning("keeping version %s: %s", None if held is None else held.version, err)
             return held
         self.last_error = None
-        log.info(
-            "serving graph version %d (%s in %.2fs)",
-            index.version,
-            how,
-            time.perf_counter() - started,
-        )
+        took = time.perf_counter() - started
+        if self._metrics is not None:
+            self._metrics.swap_seconds.labels(how).observe(took)
+        log.info("serving graph version %d (%s, in %.2fs)", index.version, how, took)
         return index
 
     def _refresh_in_background(self) -> asyncio.Task[QueryIndex | None]:

@@ -519,6 +519,7 @@ async def test_health_and_metrics_describe_the_service(api: Api, client: httpx.A
         'kgrag_query_latency_seconds_count{method="local"}',
         "kgrag_snapshot_version ",
         "kgrag_snapshot_age_seconds ",
+        'kgrag_version_swap_seconds_count{how="whole"}',
         "kgrag_llm_calls_total ",
         'kgrag_query_llm_tokens_total{kind="prompt",method="local"}',
         "kgrag_documents_published_total 1.0",

@@ -367,6 +367,13 @@ class TestSnapshotSwap:
             store.write(grown(2))
             refresh(c)
             assert c.get("/v1/entities/newcomer 2").json()["snapshot_version"] == 2
+            monkeypatch.undo()
+            store.write(grown(3))
+            refresh(c)
+            assert c.get("/v1/entities/newcomer 3").json()["snapshot_version"] == 3
+            metrics = c.get("/metrics").text
+        assert 'kgrag_version_swap_seconds_count{how="whole"} 2.0' in metrics  # first, broken
+        assert 'kgrag_version_swap_seconds_count{how="followed"} 1.0' in metrics
 
     def test_as_of_answers_from_what_the_graph_knew_then(
         self, tmp_path: Path, store: GraphTables
