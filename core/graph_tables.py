@@ -46,6 +46,7 @@ import functools
 import logging
 import os
 import sys
+import threading
 import types
 import typing
 import uuid
@@ -358,6 +359,8 @@ class GraphTables:
         self.compact_every = compact_every
         self.vacuum_hours = vacuum_hours
         self._opened: dict[str, Any] = {}  # table -> DeltaTable, see ``_open``
+        # the query service reads from worker threads: one at a time through the kept tables
+        self._lock = threading.RLock()
 
     def uri(self, table: str) -> str:
         return f"{self.root}/{table}"
@@ -389,11 +392,17 @@ class GraphTables:
 
     def version_infos(self) -> list[VersionInfo]:
         """Every listed version still kept, oldest first."""
-        dt = self._open(VERSIONS)
-        if dt is None:
-            return []
+        out = self.version_infos_all()
+        kept = set(self._kept(out))
+        return [v for v in out if v.version in kept]
+
+    def version_infos_all(self) -> list[VersionInfo]:
+        """Every listed version, retention ignored (the writer's view), oldest first."""
+        with self._lock:
+            dt = self._open(VERSIONS)
+            rows = [] if dt is None else dt.to_pyarrow_table().to_pylist()
         out = []
-        for row in dt.to_pyarrow_table().to_pylist():
+        for row in rows:
             try:
                 meta = orjson.loads(row["meta"])
                 out.append(
@@ -411,7 +420,7 @@ class GraphTables:
                     Path(self.uri(VERSIONS)), f"version {row.get('version')}: {err}"
                 ) from err
         out.sort(key=lambda v: v.version)
-        return [v for v in out if v.version in set(self._kept(out))]
+        return out
 
     def _kept(self, infos: Sequence[VersionInfo]) -> list[int]:
         return [v.version for v in infos][-self.keep :]
@@ -465,16 +474,16 @@ class GraphTables:
     ) -> pa.Table:
         """The raw row versions of ``table`` with ``since < _version <= as_of`` written by
         listed commits (``listed``: the versions listed now, read when not given)."""
-        dt = self._open(table)
-        if dt is None:
-            return table_schema(table).arrow.empty_table()
-        dataset = dt.to_pyarrow_dataset()
-        condition = (pc.field(_VERSION) <= as_of) & _listed_rows(
-            dataset.schema, self.version_infos_all() if listed is None else listed
-        )
-        if since is not None:
-            condition = condition & (pc.field(_VERSION) > since)
-            dataset = _files_between(dt, dataset, since, as_of)
+        listed = self.version_infos_all() if listed is None else listed
+        with self._lock:
+            dt = self._open(table)
+            if dt is None:
+                return table_schema(table).arrow.empty_table()
+            dataset = dt.to_pyarrow_dataset()
+            condition = (pc.field(_VERSION) <= as_of) & _listed_rows(dataset.schema, listed)
+            if since is not None:
+                condition = condition & (pc.field(_VERSION) > since)
+                dataset = _files_between(dt, dataset, since, as_of)
         return dataset.to_table(filter=condition)
 
     def load(self, version: int | str | datetime | None = None) -> Snapshot:
@@ -492,8 +501,9 @@ class GraphTables:
     def pointer_stamp(self) -> tuple[int, int, int] | None:
         """A cheap change detector for readers: it changes whenever a version is listed."""
         if "://" in self.root:
-            dt = self._open(VERSIONS)
-            return None if dt is None else (int(dt.version()), 0, 0)
+            with self._lock:
+                dt = self._open(VERSIONS)
+                return None if dt is None else (int(dt.version()), 0, 0)
         try:
             st = os.stat(os.path.join(self.root, VERSIONS, "_delta_log"))
         except FileNotFoundError:
@@ -590,14 +600,6 @@ class GraphTables:
         if version % self.compact_every == 0:
             self.maintain()
         return info
-
-    def version_infos_all(self) -> list[VersionInfo]:
-        """Every listed version, retention ignored (the writer's view)."""
-        keep, self.keep = self.keep, 10**9
-        try:
-            return self.version_infos()
-        finally:
-            self.keep = keep
 
     def latest_listed(self) -> int | None:
         infos = self.version_infos_all()
