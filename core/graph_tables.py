@@ -617,13 +617,6 @@ class GraphTables:
 
     # -- retention -------------------------------------------------------------------------
 
-    def prune(self) -> list[int]:
-        """Retention: see ``maintain``. Returns the versions no longer readable."""
-        infos = self.version_infos_all()
-        gone = [v.version for v in infos][: max(0, len(infos) - self.keep)]
-        self.maintain()
-        return gone
-
     def maintain(self) -> dict[str, Any]:
         """Compact small files, drop row versions older than retention needs, vacuum files no
         Delta version needs any more, checkpoint the logs."""
