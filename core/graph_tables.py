@@ -31,8 +31,14 @@ table. Every commit's rows carry its own id (``_commit``) and the version's list
 so if two leaders ever took the same number, only the rows of the one that listed it are
 read; the other's are dropped by the next maintenance.
 
-**Retention and small files.** ``keep`` versions stay readable as of their number. Every
-``compact_every`` commits the small files of each table are compacted (Delta ``optimize``);
+**Two kinds of version.** A community run commits every table (``meta.kind == "run"``);
+between runs the job makes *light commits* of the rows new articles wrote (``"rows"``:
+entities, relationships, text units, documents, claims), so they are searchable within
+seconds; communities and reports stay those of the last run (``meta.reports_from``).
+
+**Retention and small files.** The versions of the last ``keep`` runs stay readable as of their
+number, with the light commits between them. After ``compact_every`` commits, at the next run,
+the small files of each table are compacted (Delta ``optimize``);
 rows superseded before the oldest kept version are dropped by rewriting the table when they
 outnumber the live ones; files no Delta version still needs are vacuumed after
 ``vacuum_hours`` (readers part-way through an older Delta version keep theirs meanwhile), and a
@@ -361,6 +367,7 @@ class GraphTables:
         self._opened: dict[str, Any] = {}  # table -> DeltaTable, see ``_open``
         # the query service reads from worker threads: one at a time through the kept tables
         self._lock = threading.RLock()
+        self._since_maintain = 0  # commits by this writer since its last ``maintain``
 
     def uri(self, table: str) -> str:
         return f"{self.root}/{table}"
@@ -423,7 +430,13 @@ class GraphTables:
         return out
 
     def _kept(self, infos: Sequence[VersionInfo]) -> list[int]:
-        return [v.version for v in infos][-self.keep :]
+        """The last ``keep`` community-run versions and every light commit after the oldest
+        of them (light commits come every second or so; retention counts runs)."""
+        runs = [v.version for v in infos if v.meta.kind != "rows"]
+        if len(runs) <= self.keep:
+            return [v.version for v in infos]
+        oldest = runs[-self.keep]
+        return [v.version for v in infos if v.version >= oldest]
 
     def versions(self) -> list[int]:
         return [v.version for v in self.version_infos()]
@@ -547,6 +560,33 @@ class GraphTables:
         self.commit(snapshot.meta, changes)
         return KnownRows(snapshot.meta.version, digests)
 
+    def write_rows(
+        self, meta: SnapshotMeta, rows: Mapping[str, Sequence[Any]], known: KnownRows | None
+    ) -> KnownRows | None:
+        """A light commit: ``rows`` (some rows of some tables) upserted as ``meta.version``
+        where they differ from ``known``; every other row stays as it is, and the version's
+        row counts are the tables'. Nothing is committed when nothing differs (returns None);
+        else what to remember of the new version."""
+        latest = self.latest_listed()
+        _reject_stale(meta.version, latest)
+        if latest is not None and (known is None or known.version != latest):
+            known = KnownRows.of(self.load(latest))
+        before = {} if known is None else known.digests
+        changes: dict[str, TableChange] = {}
+        digests = dict(before)
+        for name, table_rows in rows.items():
+            had = before.get(name, {})
+            now = row_digests(name, table_rows)
+            upserts = tuple(r for r in table_rows if had.get(r.id) != now[r.id])
+            if upserts:
+                changes[name] = TableChange(upserts)
+                digests[name] = {**had, **{r.id: now[r.id] for r in upserts}}
+        if not changes:
+            return None
+        counts = {**meta.counts, **{name: len(digests.get(name, {})) for name in rows}}
+        self.commit(dataclasses.replace(meta, counts=counts), changes)
+        return KnownRows(meta.version, digests)
+
     def commit(self, meta: SnapshotMeta, changes: Mapping[str, TableChange]) -> VersionInfo:
         """Append ``changes`` as version ``meta.version`` (atomic across tables, see above)."""
         from deltalake import write_deltalake
@@ -597,8 +637,15 @@ class GraphTables:
             self.uri(VERSIONS), entry, mode="append", storage_options=self.storage_options or None
         )
         info = VersionInfo(version, committed_at, meta, rows, changed, commit)
-        if version % self.compact_every == 0:
+        self._since_maintain += 1
+        # maintenance takes seconds on a large graph: after a community run (which takes
+        # longer anyway), not in the middle of the light commits between runs, unless those
+        # alone have piled up far more small files than a run would leave
+        if self._since_maintain >= self.compact_every and (
+            meta.kind != "rows" or self._since_maintain >= 10 * self.compact_every
+        ):
             self.maintain()
+            self._since_maintain = 0
         return info
 
     def latest_listed(self) -> int | None:

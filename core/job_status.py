@@ -56,6 +56,16 @@ class LastRun:
 
 
 @dataclass(frozen=True, slots=True)
+class LightCommit:
+    """The last light commit: the rows of new articles, committed between runs."""
+
+    version: int
+    committed_at: float  # unix time
+    changes: int  # graph changes folded in
+    seconds: float  # fold and commit, in the child
+
+
+@dataclass(frozen=True, slots=True)
 class JobStatus:
     state: JobState
     pid: int
@@ -70,6 +80,8 @@ class JobStatus:
     last_run: LastRun | None = None
     failed_items_total: int = 0
     failed_items: tuple[FailedItem, ...] = ()  # the first FAILED_ITEMS_SHOWN, oldest first
+    light_commits: int = 0  # made by this process
+    last_light_commit: LightCommit | None = None
 
     @property
     def restarts(self) -> int:
@@ -108,10 +120,12 @@ def read_status(settings: Settings) -> JobStatus | None:
     try:
         data = orjson.loads(status_path(settings).read_bytes())
         last = data.get("last_run")
+        light = data.get("last_light_commit")
         return JobStatus(
             **{
                 **data,
                 "last_run": LastRun(**last) if last else None,
+                "last_light_commit": LightCommit(**light) if light else None,
                 "failed_items": tuple(FailedItem(**f) for f in data.get("failed_items", ())),
             }
         )

@@ -224,13 +224,24 @@ class CommunitySettings(BaseModel):
         "run re-balances (frees every entity, warm-started)",
     )
     keep_snapshots: int = Field(
-        5, ge=1, description="Graph versions kept readable (as-of questions reach back this far)"
+        5,
+        ge=1,
+        description="Community runs whose graph versions stay readable, with the light "
+        "commits between them (as-of questions reach back this far)",
     )
     compact_every: int = Field(
         20,
         ge=1,
         description="Graph-table maintenance (compaction of small files, dropping row "
-        "versions older than retention, vacuum) every this many versions",
+        "versions older than retention, vacuum) once this many versions were committed, at "
+        "the next community run",
+    )
+    fresh_commit_s: float = Field(
+        1.0,
+        ge=0,
+        description="Between community runs, commit the rows of new articles (entities, "
+        "relationships, text units, documents, claims) at most this long after they were "
+        "merged, so they are searchable before the next run; 0: only runs commit",
     )
     report_max_tokens: int = Field(8000, ge=200, description="Token budget of a report context")
     summary_join_max_tokens: int = Field(

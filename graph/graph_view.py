@@ -13,6 +13,13 @@ evidence, and only touched description sets can need a new summary, so a run loo
 alone; whether a report or summary is stale is still decided by comparing with the
 fingerprints of what it was written from. ``touched`` is None when it is unknown (a view from
 a checkpoint written before it was kept): then a run looks at everything.
+
+Separately it collects the rows upserted since the last *light commit* (``take_fresh``): the
+job commits the entity, relationship, claim, text-unit and document rows of new articles every
+second or so, between community runs, so they are searchable before any re-clustering. A
+text unit's row lists its entities and relationships and a document's row its text units, so
+the view keeps those reverse maps too, and a change marks every row whose lists it moves.
+Deletions wait for the run: until then every row a kept community or row points at exists.
 """
 
 from __future__ import annotations
@@ -34,6 +41,28 @@ class Touched:
 
 
 @dataclass
+class FreshKeys:
+    """The rows a light commit must write (or delete): written since the last one."""
+
+    entities: set[str] = field(default_factory=set)
+    relationships: set[str] = field(default_factory=set)
+    claims: set[str] = field(default_factory=set)  # claim subject keys
+    text_units: set[str] = field(default_factory=set)
+    documents: set[str] = field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return any(
+            (
+                self.entities,
+                self.relationships,
+                self.claims,
+                self.text_units,
+                self.documents,
+            )
+        )
+
+
+@dataclass
 class GraphView:
     entities: dict[str, EntityAggregate] = field(default_factory=dict)
     relationships: dict[str, RelationshipAggregate] = field(default_factory=dict)
@@ -45,6 +74,29 @@ class GraphView:
     changes_applied: int = 0
     touched: set[str] | None = field(default_factory=set, compare=False, repr=False)
     touched_slots: set[str] = field(default_factory=set, compare=False, repr=False)
+    # reverse maps for the rows of text units and documents (see the module docstring)
+    unit_entities: dict[str, set[str]] = field(default_factory=dict, compare=False, repr=False)
+    unit_relationships: dict[str, set[str]] = field(default_factory=dict, compare=False, repr=False)
+    document_units: dict[str, set[str]] = field(default_factory=dict, compare=False, repr=False)
+    fresh: FreshKeys = field(default_factory=FreshKeys, compare=False, repr=False)
+
+    def take_fresh(self) -> FreshKeys:
+        """The rows written since the last call, and start collecting afresh."""
+        fresh, self.fresh = self.fresh, FreshKeys()
+        return fresh
+
+    def rebuild_reverse_maps(self) -> None:
+        """The reverse maps from the forward ones (a view from an older checkpoint)."""
+        self.unit_entities, self.unit_relationships, self.document_units = {}, {}, {}
+        for key, units in self.entity_units.items():
+            for u in units:
+                self.unit_entities.setdefault(u, set()).add(key)
+        for key, units in self.relationship_units.items():
+            for u in units:
+                self.unit_relationships.setdefault(u, set()).add(key)
+        for unit in self.text_units.values():
+            self.document_units.setdefault(unit.document_id, set()).add(unit.id)
+        self.fresh = FreshKeys()
 
     def take_touched(self) -> Touched | None:
         """What was touched since the last call (None: unknown, assume everything), and start
@@ -57,12 +109,17 @@ class GraphView:
     def apply(self, change: GraphChange | dict[str, Any]) -> None:
         """Fold one record of ``graph-changes`` (a change, or a document object)."""
         self.changes_applied += 1
+        fresh = self.fresh
         if isinstance(change, dict):
             self.documents[str(change["id"])] = change
+            fresh.documents.add(str(change["id"]))
             return
         self._touch(change)
         if change.text_unit is not None:
             self.text_units[change.chunk_id] = change.text_unit
+            self.document_units.setdefault(change.document_id, set()).add(change.chunk_id)
+            fresh.text_units.add(change.chunk_id)
+            fresh.documents.add(change.document_id)
         elif change.retraction and not (
             change.entities
             or change.deleted_entities
@@ -71,11 +128,16 @@ class GraphView:
             or change.claims
             or change.deleted_claims
         ):
-            self.text_units.pop(change.chunk_id, None)
+            gone = self.text_units.pop(change.chunk_id, None)
+            doc = gone.document_id if gone is not None else change.document_id
+            self.document_units.get(doc, set()).discard(change.chunk_id)
+            fresh.text_units.add(change.chunk_id)
+            fresh.documents.add(doc)
         self._rows(
             change,
             self.entities,
             self.entity_units,
+            self.unit_entities,
             change.entities,
             change.deleted_entities,
         )
@@ -83,9 +145,15 @@ class GraphView:
             change,
             self.relationships,
             self.relationship_units,
+            self.unit_relationships,
             change.relationships,
             change.deleted_relationships,
         )
+        fresh.entities.update(a.key for a in change.entities)
+        fresh.entities.update(change.deleted_entities)
+        fresh.relationships.update(a.key for a in change.relationships)
+        fresh.relationships.update(change.deleted_relationships)
+        fresh.claims.update(a.key for a in change.claims)
         for agg in change.claims:
             self.claims[agg.key] = agg
         for key in change.deleted_claims:
@@ -113,21 +181,32 @@ class GraphView:
         slots.update(f"r:{agg.key}" for agg in change.relationships)
         slots.update(f"r:{key}" for key in change.deleted_relationships)
 
-    @staticmethod
     def _rows(
+        self,
         change: GraphChange,
         rows: dict[str, Any],
         units: dict[str, set[str]],
+        by_unit: dict[str, set[str]],
         upserted: tuple[Any, ...],
         deleted: tuple[str, ...],
     ) -> None:
+        """Fold upserted and deleted rows of one kind, with the text units behind them both
+        ways; every text unit whose list of rows moves is marked for the next light commit."""
+        moved = self.fresh.text_units
         for agg in upserted:
             rows[agg.key] = agg
             backing = units.setdefault(agg.key, set())
             if change.retraction:
                 backing.discard(change.chunk_id)
+                by_unit.get(change.chunk_id, set()).discard(agg.key)
             else:
                 backing.add(change.chunk_id)
+                by_unit.setdefault(change.chunk_id, set()).add(agg.key)
+            moved.add(change.chunk_id)
         for key in deleted:
             rows.pop(key, None)
-            units.pop(key, None)
+            for u in units.pop(key, ()):
+                by_unit.get(u, set()).discard(key)
+                moved.add(u)
+            by_unit.get(change.chunk_id, set()).discard(key)
+            moved.add(change.chunk_id)

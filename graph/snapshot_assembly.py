@@ -17,7 +17,7 @@ import orjson
 from graph.aggregates import EntityAggregate, RelationshipAggregate
 from graph.community_ids import HumanIds
 from graph.emerging import emerging_scores
-from graph.graph_view import GraphView
+from graph.graph_view import FreshKeys, GraphView
 from graph.job_state import JobState
 from graph.model import Community
 from graph.snapshot_model import (
@@ -88,24 +88,7 @@ def assemble(
 ) -> Snapshot:
     """The snapshot tables from the view, the state's summaries, ids and reports."""
     ids, deg = state.human_ids, degrees(view)
-    units_by_entity = view.entity_units
-    units_by_rel = view.relationship_units
-    ent_by_unit: dict[str, list[str]] = {}
-    for k, units in units_by_entity.items():
-        for u in units:
-            ent_by_unit.setdefault(u, []).append(k)
-    rel_by_unit: dict[str, list[str]] = {}
-    for k, units in units_by_rel.items():
-        for u in units:
-            rel_by_unit.setdefault(u, []).append(k)
-    entities = tuple(
-        _entity(k, e, ids, deg, state, units_by_entity.get(k, set()))
-        for k, e in sorted(view.entities.items())
-    )
-    relationships = tuple(
-        _relationship(k, r, ids, deg, state, units_by_rel.get(k, set()))
-        for k, r in sorted(view.relationships.items())
-    )
+    rows = row_tables(view, state, deg=deg)
     period = newest_time(view)[:10]
     scores = emerging(view, communities)
     by_id = {c.id: c for c in communities}
@@ -129,9 +112,59 @@ def assemble(
         for sc in snap_communities
     )
     reports = tuple(state.reports[c.id] for c in communities if c.id in state.reports)
-    units_by_doc: dict[str, list[str]] = {}
-    for unit in view.text_units.values():
-        units_by_doc.setdefault(unit.document_id, []).append(unit.id)
+    return Snapshot(
+        meta,
+        rows["entities"],
+        rows["relationships"],
+        snap_communities,
+        reports,
+        rows["text_units"],
+        rows["documents"],
+        rows["claims"],
+    )
+
+
+ROW_TABLES = ("entities", "relationships", "text_units", "documents", "claims")
+
+
+def row_tables(
+    view: GraphView,
+    state: JobState,
+    keys: FreshKeys | None = None,
+    deg: Mapping[str, int] | None = None,
+) -> dict[str, tuple[Any, ...]]:
+    """The rows of the tables that follow the articles rather than the clustering (entities,
+    relationships, text units, documents, claims): all of them, or those ``keys`` names that
+    still exist. ``deg`` only fills the derived ``degree`` columns, which are not stored."""
+    ids, deg = state.human_ids, deg if deg is not None else Counter()
+    entity_keys = (
+        sorted(view.entities) if keys is None else sorted(keys.entities & view.entities.keys())
+    )
+    rel_keys = (
+        sorted(view.relationships)
+        if keys is None
+        else sorted(keys.relationships & view.relationships.keys())
+    )
+    unit_ids = (
+        sorted(view.text_units)
+        if keys is None
+        else sorted(keys.text_units & view.text_units.keys())
+    )
+    doc_ids = (
+        sorted(view.documents) if keys is None else sorted(keys.documents & view.documents.keys())
+    )
+    claim_keys = sorted(view.claims) if keys is None else sorted(keys.claims & view.claims.keys())
+    empty: frozenset[str] = frozenset()
+    entities = tuple(
+        _entity(k, view.entities[k], ids, deg, state, view.entity_units.get(k, empty))
+        for k in entity_keys
+    )
+    relationships = tuple(
+        _relationship(
+            k, view.relationships[k], ids, deg, state, view.relationship_units.get(k, empty)
+        )
+        for k in rel_keys
+    )
     text_units = tuple(
         SnapshotTextUnit(
             u.id,
@@ -139,13 +172,13 @@ def assemble(
             u.text,
             u.n_tokens,
             u.document_id,
-            tuple(sorted(ent_by_unit.get(u.id, []))),
-            tuple(sorted(rel_by_unit.get(u.id, []))),
+            tuple(sorted(view.unit_entities.get(u.id, empty))),
+            tuple(sorted(view.unit_relationships.get(u.id, empty))),
             (),
             u.published_at,
             u.title,
         )
-        for u in sorted(view.text_units.values(), key=lambda u: u.id)
+        for u in (view.text_units[i] for i in unit_ids)
     )
     documents = tuple(
         SnapshotDocument(
@@ -153,11 +186,11 @@ def assemble(
             ids.get("document", d_id) or 0,
             str(d.get("title", "")),
             str(d.get("text", "")),
-            tuple(sorted(units_by_doc.get(d_id, []))),
+            tuple(sorted(view.document_units.get(d_id, empty))),
             str(d.get("published_at", "")),
             dict(d.get("metadata") or {}),
         )
-        for d_id, d in sorted(view.documents.items())
+        for d_id, d in ((i, view.documents[i]) for i in doc_ids)
     )
     claims = tuple(
         SnapshotClaim(
@@ -174,16 +207,35 @@ def assemble(
             f.source_text,
             "",
         )
-        for _, agg in sorted(view.claims.items())
-        for f in agg.facts
+        for k in claim_keys
+        for f in view.claims[k].facts
     )
-    return Snapshot(
-        meta, entities, relationships, snap_communities, reports, text_units, documents, claims
-    )
+    return {
+        "entities": entities,
+        "relationships": relationships,
+        "text_units": text_units,
+        "documents": documents,
+        "claims": claims,
+    }
+
+
+def fresh_ids(view: GraphView, ids: HumanIds, keys: FreshKeys) -> HumanIds:
+    """Human-readable ids for the rows ``keys`` names that have none yet (sorted keys)."""
+    ids = ids.assign("entity", sorted(keys.entities & view.entities.keys()))
+    ids = ids.assign("relationship", sorted(keys.relationships & view.relationships.keys()))
+    ids = ids.assign("text_unit", sorted(keys.text_units & view.text_units.keys()))
+    ids = ids.assign("document", sorted(keys.documents & view.documents.keys()))
+    facts = (f.id for k in sorted(keys.claims & view.claims.keys()) for f in view.claims[k].facts)
+    return ids.assign("claim", facts)
 
 
 def _entity(
-    k: str, e: EntityAggregate, ids: HumanIds, deg: Counter[str], state: JobState, units: set[str]
+    k: str,
+    e: EntityAggregate,
+    ids: HumanIds,
+    deg: Mapping[str, int],
+    state: JobState,
+    units: Iterable[str],
 ) -> SnapshotEntity:
     return SnapshotEntity(
         k,
@@ -193,7 +245,7 @@ def _entity(
         summary(state, f"e:{k}", first(e.descriptions.values())),
         tuple(sorted(units)),
         e.mention_count,
-        deg[k],
+        deg.get(k, 0),
         e.document_count,
         _iso(e.first_seen),
         _iso(e.last_seen),
@@ -205,9 +257,9 @@ def _relationship(
     k: str,
     r: RelationshipAggregate,
     ids: HumanIds,
-    deg: Counter[str],
+    deg: Mapping[str, int],
     state: JobState,
-    units: set[str],
+    units: Iterable[str],
 ) -> SnapshotRelationship:
     return SnapshotRelationship(
         k,
@@ -216,7 +268,7 @@ def _relationship(
         r.target_name,
         summary(state, f"r:{k}", first(r.descriptions.values())),
         float(r.weight),
-        deg[r.source_key] + deg[r.target_key],
+        deg.get(r.source_key, 0) + deg.get(r.target_key, 0),
         tuple(sorted(units)),
         r.source_key,
         r.target_key,

@@ -142,6 +142,18 @@ class SnapshotMeta:
     reports_regenerated: int = 0
     unreflected_max: float = 0.0
     unreflected_mean: float = 0.0
+    # "run": a community run (every table); "rows": a light commit of the rows of new
+    # articles between runs (entities, relationships, text units, documents, claims only)
+    kind: str = "run"
+    reports_version: int = 0  # the run whose communities and reports this version carries
+    reports_at: str = ""  # and when that run committed (how old the reports are)
+
+    @property
+    def reports_from(self) -> tuple[int, str]:
+        """(version, time) of the run behind this version's communities and reports."""
+        if self.kind == "run":
+            return self.version, self.created_at
+        return self.reports_version, self.reports_at  # (0, "") before the first run
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from core.graph_tables import GraphTablesError, legacy_hint, open_graph_store, p
 from core.settings import Settings, get_settings
 from core.snapshot_store import SnapshotNotFoundError
 from query.index import QueryIndex
-from query.results import QueryResult
+from query.results import QueryResult, describe_basis
 
 if TYPE_CHECKING:
     from query.engine import Method
@@ -118,7 +118,8 @@ def print_answer(result: QueryResult, index: QueryIndex, out: Console | None = N
     from query.api.views import references
 
     out = out or console
-    title = f"{result.method} search · snapshot {result.snapshot_version} · {result.mode}"
+    basis = describe_basis(result.basis) or f"snapshot {result.snapshot_version}"
+    title = f"{result.method} search · {basis} · {result.mode}"
     out.print(Panel(Text(result.answer), title=title, title_align="left"))
     refs = references(index, result.citations)
     if any(refs.values()):

@@ -360,6 +360,13 @@ def _job_table(job: JobStatus | None, now: float) -> Table:
             f"{last.changes} change(s), {last.reports_regenerated} report(s) regenerated, "
             f"{last.failed_items} failed",
         )
+    light = job.last_light_commit
+    if light is not None:
+        table.add_row(
+            "light commits",
+            f"{job.light_commits}; last v{light.version} ({light.changes} change(s) in "
+            f"{light.seconds:.2f} s), {_when(light.committed_at, now)}",
+        )
     table.add_row(
         "restarts",
         f"{job.restarts} (process {job.supervisor_restarts}, pool {job.pool_restarts})",

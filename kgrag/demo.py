@@ -68,8 +68,8 @@ async def _reset(settings: Settings) -> None:
 
 
 def _wait_for_snapshot(settings: Settings, documents: int, timeout: float) -> int:
-    """The graph version holding every document, once no newer one follows soon (read from
-    the versions table; the graph itself is not loaded)."""
+    """The community run's graph version holding every document, once no newer one follows
+    soon (read from the versions table; the graph itself is not loaded)."""
     store = open_graph_store(settings)
     deadline = time.monotonic() + timeout
     settle = settings.community.debounce_s * 2 + 2
@@ -81,7 +81,8 @@ def _wait_for_snapshot(settings: Settings, documents: int, timeout: float) -> in
         elif (
             version is not None
             and time.monotonic() - since > settle
-            and store.resolve(version).meta.counts.get("documents", 0) >= documents
+            and (meta := store.resolve(version).meta).kind == "run"  # communities and reports too
+            and meta.counts.get("documents", 0) >= documents
         ):
             return version
         time.sleep(1)

@@ -9,7 +9,7 @@ and each method reads only its own.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from query.basic_search import BasicSearchConfig, basic_search
@@ -27,7 +27,7 @@ from query.offline_answers import (
     offline_questions,
 )
 from query.questions import generate_questions
-from query.results import QueryResult, QuestionsResult
+from query.results import QueryResult, QuestionsResult, graph_basis
 from query.time_window import TimeWindow, parse_time_window
 
 Method = Literal["local", "global", "basic"]
@@ -124,8 +124,10 @@ _METHODS: dict[
 async def run_query(
     method: Method, question: str, index: QueryIndex, deps: QueryDeps, opts: QueryOptions
 ) -> QueryResult:
-    """One answer by ``method``: with the LLM when there is one, else the offline answer."""
-    return await _METHODS[method](question, index, deps, opts)
+    """One answer by ``method``: with the LLM when there is one, else the offline answer,
+    saying which graph version and which run's reports it rests on."""
+    result = await _METHODS[method](question, index, deps, opts)
+    return replace(result, basis=graph_basis(index.meta))
 
 
 async def run_questions(

@@ -50,6 +50,7 @@ from core.job_status import (
     FailedItem,
     JobStatus,
     LastRun,
+    LightCommit,
     read_status,
     write_status,
 )
@@ -60,18 +61,22 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Feed:
-    """Changes received since the last run, and when the feed was last and first dirty."""
+    """Changes received and not yet sent to the child, and when the graph was first and last
+    dirtied since the last run (a light commit sends the changes on but leaves the graph
+    dirty: the run is still due)."""
 
     changes: list[bytes] = field(default_factory=list)
     offsets: dict[int, int] = field(default_factory=dict)  # partition -> next offset
     first_at: float | None = None
     last_at: float | None = None
+    pending_since: float | None = None  # the oldest change not yet sent to the child
 
     def add(self, partition: int, offset: int, value: bytes) -> None:
         now = time.monotonic()
         self.changes.append(value)
         self.offsets[partition] = offset + 1
         self.first_at = self.first_at or now
+        self.pending_since = self.pending_since or now
         self.last_at = now
 
     def due(self, debounce_s: float, max_wait_s: float, now: float) -> bool:
@@ -80,9 +85,23 @@ class Feed:
             return False
         return now - self.last_at >= debounce_s or now - self.first_at >= max_wait_s
 
-    def take(self) -> tuple[list[bytes], dict[int, int]]:
+    def fresh_due(self, fresh_s: float, now: float) -> bool:
+        """Time for a light commit: changes are waiting and either the feed paused (a fifth
+        of ``fresh_s``: an article's rows arrive within a few hundred milliseconds, so they
+        land in one commit) or the oldest has waited ``fresh_s``."""
+        if fresh_s <= 0 or self.pending_since is None or self.last_at is None:
+            return False
+        return now - self.last_at >= fresh_s / 5 or now - self.pending_since >= fresh_s
+
+    def take_pending(self) -> tuple[list[bytes], dict[int, int]]:
+        """The changes for a light commit; the graph stays dirty until the run."""
         changes, offsets = self.changes, dict(self.offsets)
-        self.changes, self.first_at, self.last_at = [], None, None
+        self.changes, self.pending_since = [], None
+        return changes, offsets
+
+    def take(self) -> tuple[list[bytes], dict[int, int]]:
+        changes, offsets = self.take_pending()
+        self.first_at, self.last_at = None, None
         return changes, offsets
 
 
@@ -282,18 +301,23 @@ class CommunityJob:
                     await feed_consumer.seek_to_beginning(tp)
             self.feed = Feed(offsets=dict(start))
             self._set_status(state="waiting", **self._carried_over())
+            cfg = self.settings.community
             while leadership.leader.is_set():
+                # changes waiting for a light commit: poll often enough to make it in time
+                poll_s = min(self.poll_s, cfg.fresh_commit_s / 10) if self.feed.changes else None
                 batch = await feed_consumer.getmany(
-                    timeout_ms=int(self.poll_s * 1000), max_records=5000
+                    timeout_ms=int((poll_s or self.poll_s) * 1000), max_records=5000
                 )
                 for tp, msgs in batch.items():
                     for m in msgs:
                         self.feed.add(tp.partition, m.offset, m.value)
                 await elector.getmany(timeout_ms=0)
-                cfg = self.settings.community
+                now = time.monotonic()
                 due = self._next_due_at is not None and time.time() >= self._next_due_at
-                if due or self.feed.due(cfg.debounce_s, cfg.max_wait_s, time.monotonic()):
+                if due or self.feed.due(cfg.debounce_s, cfg.max_wait_s, now):
                     await self._run(producer)
+                elif self.feed.fresh_due(cfg.fresh_commit_s, now):
+                    await self._absorb()
                 else:
                     self._heartbeat()
         finally:
@@ -312,6 +336,20 @@ class CommunityJob:
             "failed_items_total": previous.failed_items_total,
             "failed_items": previous.failed_items,
         }
+
+    async def _absorb(self) -> None:
+        """A light commit of the rows the pending changes wrote (see ``runner.absorb``)."""
+        changes, offsets = self.feed.take_pending()
+        result = await self._in_pool(runner.absorb, self._settings_json, changes, offsets)
+        if result.get("version") is not None:
+            self._set_status(
+                light_commits=self.status.light_commits + 1,
+                last_light_commit=LightCommit(
+                    int(result["version"]), time.time(), len(changes), float(result["seconds"])
+                ),
+            )
+        else:
+            self._heartbeat()
 
     async def _run(self, producer: AIOKafkaProducer) -> None:
         changes, offsets = self.feed.take()

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -45,7 +45,13 @@ from graph.lineage import LineageEvent
 from graph.model import Community
 from graph.report_context import ChildReport, ReportContext
 from graph.report_context_builder import ReportContextBuilder
-from graph.snapshot_assembly import assemble, newest_time, report_record
+from graph.snapshot_assembly import (
+    assemble,
+    fresh_ids,
+    newest_time,
+    report_record,
+    row_tables,
+)
 from graph.snapshot_model import SnapshotMeta, SnapshotReport
 from graph.summaries import SummaryRequest, summaries_needed
 from offline.report import write_offline_report
@@ -70,8 +76,85 @@ def run(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]) -
         save_state(settings, state)
     except BaseException:
         forget_state(settings)
+        _STORES.pop(settings.tables_uri, None)
         raise
     return result
+
+
+_STORES: dict[str, GraphTables] = {}  # tables uri -> the store this process writes
+
+
+def writer_store(settings: Settings) -> GraphTables:
+    """The graph tables this process writes, opened once: it keeps the Delta tables it has
+    read and counts its commits towards the next maintenance across runs."""
+    store = _STORES.get(settings.tables_uri)
+    if store is None:
+        store = _STORES[settings.tables_uri] = open_graph_store(settings, convert=True)
+    return store
+
+
+def absorb(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]) -> dict[str, Any]:
+    """Fold ``changes`` and make a light commit of the rows they wrote (no re-clustering, no
+    reports): what makes new articles searchable between runs. The checkpoint is left to the
+    next run (writing it costs what the whole state weighs); after a crash the parent re-feeds
+    from the checkpoint's offsets, folding is idempotent, and rows already committed compare
+    equal and are not written again."""
+    settings = Settings.model_validate_json(settings_json)
+    state = load_state(settings)
+    try:
+        started = time.monotonic()
+        for raw in changes:
+            try:
+                state.view.apply(decode_graph_change(raw))
+            except PayloadError as e:
+                log.warning("skipping undecodable graph change: %s", e)
+        state.offsets = dict(offsets)
+        version = light_commit(
+            writer_store(settings), state, "offline" if settings.llm.offline else "llm"
+        )
+    except BaseException:
+        forget_state(settings)
+        _STORES.pop(settings.tables_uri, None)
+        raise
+    return {"version": version, "seconds": round(time.monotonic() - started, 3)}
+
+
+def light_commit(store: GraphTables, state: JobState, mode: str) -> int | None:
+    """Commit the rows upserted since the last commit as a ``rows`` version; its number, or
+    None when no row differs from what the tables hold. Rows deleted meanwhile stay until the
+    run, so every id a kept community or row names still resolves."""
+    view = state.view
+    keys = view.take_fresh()
+    if not keys:
+        return None
+    infos = store.version_infos_all()
+    state.human_ids = fresh_ids(view, state.human_ids, keys)
+    rows = row_tables(view, state, keys)
+    # before the first run there are no communities or reports yet: the version says so
+    base = infos[-1].meta if infos else SnapshotMeta(0, "", "", mode=mode)
+    reports_version, reports_at = base.reports_from if infos else (0, "")
+    newest = max(
+        [
+            base.newest_document_time,
+            *(view.text_units[u].published_at for u in keys.text_units if u in view.text_units),
+        ]
+    )
+    meta = replace(
+        base,
+        version=max(state.version, infos[-1].version if infos else 0) + 1,
+        created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        newest_document_time=newest,
+        consumed_offsets={str(k): v for k, v in sorted(state.offsets.items())},
+        reports_regenerated=0,
+        kind="rows",
+        reports_version=reports_version,
+        reports_at=reports_at,
+    )
+    known = store.write_rows(meta, rows, state.tables_known)
+    if known is None:
+        return None
+    state.tables_known = known
+    return meta.version
 
 
 class Runner:
@@ -166,6 +249,7 @@ class Runner:
         self._record_history(communities, version)
         unreflected = {cid: state.reports[cid].unreflected for cid in by_id if cid in state.reports}
         meta = self._meta(version, communities, regenerated, unreflected, hierarchy)
+        view.take_fresh()  # the run commits every row: nothing is left for a light commit
         snapshot = assemble(view, state, communities, meta)
         self._write(snapshot)
         await self._report_vectors(snapshot.community_reports, previous, by_id, regenerated)
@@ -308,7 +392,7 @@ class Runner:
 
     def _store(self) -> GraphTables:
         if self._tables is None:
-            self._tables = open_graph_store(self.settings, convert=True)
+            self._tables = writer_store(self.settings)
         return self._tables
 
     def _next_version(self) -> int:
@@ -345,6 +429,7 @@ class Runner:
             reports_regenerated=len(regenerated),
             unreflected_max=max(values),
             unreflected_mean=sum(values) / len(values),
+            kind="run",
         )
 
     def _record_history(self, communities: tuple[Community, ...], version: int) -> None:
@@ -466,6 +551,4 @@ class Runner:
 
 
 def _with_unreflected(report: SnapshotReport, share: float) -> SnapshotReport:
-    from dataclasses import replace
-
     return replace(report, unreflected=share)

@@ -49,9 +49,10 @@ class _Unpickler(pickle.Unpickler):
 
 def upgrade_state(state: JobState) -> JobState:
     """Bring a checkpoint written by an earlier version to today's fields: summaries were
-    ``(fingerprint, text)`` pairs (their basis is the current description set when the
-    fingerprint still matches it, else unknown, which makes them due), there was no failure
-    record, and the view kept sets of changed keys that nothing read (dropped)."""
+        ``(fingerprint, text)`` pairs (their basis is the current description set when the
+        fingerprint still matches it, else unknown, which makes them due), there was no failure
+        record, the view kept sets of changed keys that nothing read (dropped) and no reverse maps
+    of text units (rebuilt)."""
     if not hasattr(state, "failures"):
         state.failures = {}
     if not hasattr(state, "summaries_pending"):
@@ -64,6 +65,8 @@ def upgrade_state(state: JobState) -> JobState:
         state.evidence = None  # built from the whole view by the next run
     if "touched" not in vars(state.view):
         state.view.touched = None  # not known: the next run plans every community
+    if "unit_entities" not in vars(state.view):
+        state.view.rebuild_reverse_maps()  # the checkpoint's rows were all committed
     for stale in ("dirty_entities", "dirty_relationships"):
         vars(state.view).pop(stale, None)
     current = description_sets(state.view)

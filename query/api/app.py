@@ -30,7 +30,7 @@ def create_app(
     *,
     deps: QueryDeps | None = None,
     snapshot_store: GraphTables | None = None,
-    refresh_interval_s: float = 1.0,
+    refresh_interval_s: float = 0.2,
     lag_ttl_s: float = 15.0,
 ) -> FastAPI:
     """The query service. ``deps`` replaces the clients the lifespan would build (tests);

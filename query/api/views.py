@@ -8,13 +8,12 @@ snapshot version it was read from.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from graph.keys import entity_key
 from graph.snapshot_model import SnapshotCommunity, SnapshotEntity
 from query.index import QueryIndex
-from query.results import QueryResult
+from query.results import QueryResult, age_s, graph_basis
 from query.time_window import TimeWindow
 from query.trends import effective_span, trending_communities
 
@@ -190,15 +189,7 @@ def list_communities(
 
 
 def snapshot_age_s(index: QueryIndex) -> float | None:
-    created = index.meta.created_at
-    if not created:
-        return None
-    try:
-        at = datetime.fromisoformat(created.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    at = at if at.tzinfo else at.replace(tzinfo=UTC)
-    return max(0.0, (datetime.now(UTC) - at).total_seconds())
+    return age_s(index.meta.created_at)
 
 
 def snapshot_info(index: QueryIndex) -> dict[str, Any]:
@@ -207,6 +198,8 @@ def snapshot_info(index: QueryIndex) -> dict[str, Any]:
         "version": meta.version,
         "created_at": meta.created_at,
         "age_s": snapshot_age_s(index),
+        "kind": meta.kind,
+        **{k: v for k, v in graph_basis(meta).items() if k.startswith("reports_")},
         "newest_document_time": meta.newest_document_time,
         "mode": meta.mode,
         "counts": {
