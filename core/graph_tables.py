@@ -368,6 +368,8 @@ class GraphTables:
         # the query service reads from worker threads: one at a time through the kept tables
         self._lock = threading.RLock()
         self._since_maintain = 0  # commits by this writer since its last ``maintain``
+        self._infos: tuple[int, tuple[VersionInfo, ...]] | None = None  # by Delta version
+        self._listed_by_me: int | None = None  # the version this writer listed last
 
     def uri(self, table: str) -> str:
         return f"{self.root}/{table}"
@@ -407,7 +409,13 @@ class GraphTables:
         """Every listed version, retention ignored (the writer's view), oldest first."""
         with self._lock:
             dt = self._open(VERSIONS)
-            rows = [] if dt is None else dt.to_pyarrow_table().to_pylist()
+            if dt is None:
+                return []
+            # read again only when the versions table moved (a commit, or maintenance):
+            # writers and followers ask several times per version
+            if self._infos is not None and self._infos[0] == dt.version():
+                return list(self._infos[1])
+            delta_version, rows = dt.version(), dt.to_pyarrow_table().to_pylist()
         out = []
         for row in rows:
             try:
@@ -427,6 +435,8 @@ class GraphTables:
                     Path(self.uri(VERSIONS)), f"version {row.get('version')}: {err}"
                 ) from err
         out.sort(key=lambda v: v.version)
+        with self._lock:
+            self._infos = (delta_version, tuple(out))
         return out
 
     def _kept(self, infos: Sequence[VersionInfo]) -> list[int]:
@@ -583,7 +593,7 @@ class GraphTables:
                 digests[name] = {**had, **{r.id: now[r.id] for r in upserts}}
         if not changes:
             return None
-        counts = {**meta.counts, **{name: len(digests.get(name, {})) for name in rows}}
+        counts = {**meta.counts, **{name: len(digests.get(name, {})) for name in TABLES}}
         self.commit(dataclasses.replace(meta, counts=counts), changes)
         return KnownRows(meta.version, digests)
 
@@ -597,7 +607,11 @@ class GraphTables:
         infos = self.version_infos_all()
         latest = infos[-1].version if infos else None
         _reject_stale(version, latest)
-        self._drop_unlisted(latest or 0)
+        if latest is None or latest != self._listed_by_me:
+            # a writer may have died between appending rows and listing them (when this one
+            # listed the latest version itself, its own appends since were all listed)
+            self._drop_unlisted(latest or 0)
+        self._listed_by_me = None  # until this version is listed
         changed: dict[str, int] = {}
         rows = dict(infos[-1].rows) if infos else {}
         commit = uuid.uuid4().hex  # rows of a writer that loses the race stay invisible
@@ -636,6 +650,7 @@ class GraphTables:
         write_deltalake(
             self.uri(VERSIONS), entry, mode="append", storage_options=self.storage_options or None
         )
+        self._listed_by_me = version
         info = VersionInfo(version, committed_at, meta, rows, changed, commit)
         self._since_maintain += 1
         # maintenance takes seconds on a large graph: after a community run (which takes

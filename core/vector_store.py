@@ -191,6 +191,10 @@ class WeaviateStore:
                 return_metadata=MetadataQuery(distance=True),
             )
         except Exception as e:
+            if "non-existing index" in str(e):
+                # created moments ago (by this search or a writer) and its shard not loaded
+                # yet: there is nothing in it to find
+                return []
             raise VectorStoreError(f"search in {col.name} failed: {e}", retryable=True) from e
         return [
             VectorHit(

@@ -97,6 +97,12 @@ class QueryMetrics:
             "Wall-clock age of the snapshot being served",
             registry=reg,
         )
+        self.reports_age = Gauge(
+            "kgrag_reports_age_seconds",
+            "Wall-clock age of the community run whose reports the served version carries "
+            "(light commits between runs make the graph newer than its reports; 0: none yet)",
+            registry=reg,
+        )
         self.snapshot_swaps = Counter(
             "kgrag_snapshot_swaps", "Times a newer snapshot was put in service", registry=reg
         )
@@ -139,6 +145,12 @@ class QueryMetrics:
             "Unix time the community job finished its last run (0: none yet)",
             registry=reg,
         )
+        self.community_last_light_commit = Gauge(
+            "kgrag_community_last_light_commit_timestamp_seconds",
+            "Unix time the community job last committed the rows of new articles between "
+            "runs (0: none yet)",
+            registry=reg,
+        )
         self.community_pending_changes = Gauge(
             "kgrag_community_pending_changes",
             "Graph changes written to Kafka but not yet in the snapshot being served",
@@ -166,6 +178,8 @@ class QueryMetrics:
         self.community_failed_items.set(0 if job is None else job.failed_items_total)
         last = None if job is None else job.last_run
         self.community_last_run.set(0 if last is None else last.finished_at)
+        light = None if job is None else job.last_light_commit
+        self.community_last_light_commit.set(0 if light is None else light.committed_at)
         if pending is not None:
             self.community_pending_changes.set(pending)
 

@@ -21,6 +21,7 @@ from query.api.state import ServiceState
 from query.api.views import snapshot_age_s, snapshot_info
 from query.index import QueryIndex
 from query.metrics import PendingProbe, QueryMetrics
+from query.results import graph_basis
 
 
 def routes(state: ServiceState) -> APIRouter:
@@ -94,6 +95,7 @@ def _set_snapshot_gauges(metrics: QueryMetrics, index: QueryIndex | None) -> Non
         return
     metrics.snapshot_version.set(index.version)
     metrics.snapshot_age.set(snapshot_age_s(index) or 0.0)
+    metrics.reports_age.set(graph_basis(index.meta)["reports_age_s"] or 0.0)
     metrics.documents_indexed.set(len(index.documents))
     metrics.text_units_indexed.set(len(index.text_units))
     metrics.entities_indexed.set(len(index.entities))

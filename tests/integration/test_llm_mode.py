@@ -68,11 +68,14 @@ class LLMSystem:
     tmp: Path
 
     async def complete(self, wanted: set[str]) -> Snapshot | None:
-        """The latest version when it holds every wanted document with everything extracted
-        from it, and every community has an LLM-written report; else None."""
+        """The latest version when a run wrote it, it holds every wanted document with
+        everything extracted from it, and every community has an LLM-written report; else
+        None."""
         try:
             snap = self.store.load()
         except SnapshotStoreError:
+            return None
+        if snap.meta.kind != "run":  # a light commit: communities wait for the run
             return None
         modes = {r.id: r.mode for r in snap.community_reports}
         if not wanted <= {d.id for d in snap.documents}:

@@ -159,6 +159,7 @@ class TestCommits:
         assert snap.meta.kind == "rows" and snap.meta.reports_from == (0, "")
         assert {e.id for e in snap.entities} == {entity_key("Nova"), entity_key("Vela")}
         assert snap.communities == () and snap.community_reports == ()
+        assert snap.meta.counts["communities"] == 0 and snap.meta.counts["entities"] == 2
 
     async def test_deleted_rows_wait_for_the_run(self, tmp_path: Path) -> None:
         world, job = base_world(), Job(settings_for(tmp_path))
