@@ -116,6 +116,7 @@ def pct(values: list[float], q: float) -> float:
 async def namespace(base: Settings, reuse: str | None, keep: bool) -> AsyncIterator[Settings]:
     name = reuse or f"bench-fresh-{uuid.uuid4().hex[:6]}"
     settings = base.model_copy(update={"namespace": name, "data_dir": CACHE / name})
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
     await ensure_topics(settings)
     try:
         yield settings

@@ -57,7 +57,7 @@ import types
 import typing
 import uuid
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -571,27 +571,44 @@ class GraphTables:
         return KnownRows(snapshot.meta.version, digests)
 
     def write_rows(
-        self, meta: SnapshotMeta, rows: Mapping[str, Sequence[Any]], known: KnownRows | None
+        self,
+        meta: SnapshotMeta,
+        rows: Mapping[str, Sequence[Any]],
+        known: KnownRows | None,
+        *,
+        deletes: Mapping[str, Iterable[str]] | None = None,
+        complete: Iterable[str] = (),
+        always: bool = False,
     ) -> KnownRows | None:
-        """A light commit: ``rows`` (some rows of some tables) upserted as ``meta.version``
-        where they differ from ``known``; every other row stays as it is, and the version's
-        row counts are the tables'. Nothing is committed when nothing differs (returns None);
-        else what to remember of the new version."""
+        """Commit some rows of some tables as ``meta.version``: ``rows`` upserted where they
+        differ from ``known``, the ids in ``deletes`` (and, for the tables named in
+        ``complete``, whose rows are all given, every id not given) tombstoned where the
+        table holds them; every other row stays as it is, and the version's row counts are
+        the tables'. With nothing to change, nothing is committed (returns None) unless
+        ``always``; else returns what to remember of the new version."""
         latest = self.latest_listed()
         _reject_stale(meta.version, latest)
         if latest is not None and (known is None or known.version != latest):
             known = KnownRows.of(self.load(latest))
         before = {} if known is None else known.digests
+        deletes = deletes or {}
+        whole = set(complete)
         changes: dict[str, TableChange] = {}
         digests = dict(before)
-        for name, table_rows in rows.items():
+        for name in set(rows) | set(deletes) | whole:
             had = before.get(name, {})
-            now = row_digests(name, table_rows)
-            upserts = tuple(r for r in table_rows if had.get(r.id) != now[r.id])
-            if upserts:
-                changes[name] = TableChange(upserts)
-                digests[name] = {**had, **{r.id: now[r.id] for r in upserts}}
-        if not changes:
+            now = row_digests(name, rows.get(name, ()))
+            upserts = tuple(r for r in rows.get(name, ()) if had.get(r.id) != now[r.id])
+            gone = {i for i in deletes.get(name, ()) if i in had and i not in now}
+            if name in whole:
+                gone.update(i for i in had if i not in now)
+            if upserts or gone:
+                changes[name] = TableChange(upserts, tuple(sorted(gone)))
+                table = {**had, **{r.id: now[r.id] for r in upserts}}
+                for i in gone:
+                    del table[i]
+                digests[name] = table
+        if not changes and not always:
             return None
         counts = {**meta.counts, **{name: len(digests.get(name, {})) for name in TABLES}}
         self.commit(dataclasses.replace(meta, counts=counts), changes)

@@ -63,6 +63,16 @@ class FreshKeys:
 
 
 @dataclass
+class RemovedKeys:
+    """Rows deleted since the last run (light commits leave deletions to the run)."""
+
+    entities: set[str] = field(default_factory=set)
+    relationships: set[str] = field(default_factory=set)
+    text_units: set[str] = field(default_factory=set)
+    claims: set[str] = field(default_factory=set)  # claim fact ids
+
+
+@dataclass
 class GraphView:
     entities: dict[str, EntityAggregate] = field(default_factory=dict)
     relationships: dict[str, RelationshipAggregate] = field(default_factory=dict)
@@ -79,6 +89,14 @@ class GraphView:
     unit_relationships: dict[str, set[str]] = field(default_factory=dict, compare=False, repr=False)
     document_units: dict[str, set[str]] = field(default_factory=dict, compare=False, repr=False)
     fresh: FreshKeys = field(default_factory=FreshKeys, compare=False, repr=False)
+    # None: not known (a view from an older checkpoint); the next run compares every row
+    removed: RemovedKeys | None = field(default_factory=RemovedKeys, compare=False, repr=False)
+
+    def take_removed(self) -> RemovedKeys | None:
+        """The rows deleted since the last call (None: not known), and start afresh."""
+        removed = getattr(self, "removed", None)
+        self.removed = RemovedKeys()
+        return removed
 
     def take_fresh(self) -> FreshKeys:
         """The rows written since the last call, and start collecting afresh."""
@@ -109,7 +127,7 @@ class GraphView:
     def apply(self, change: GraphChange | dict[str, Any]) -> None:
         """Fold one record of ``graph-changes`` (a change, or a document object)."""
         self.changes_applied += 1
-        fresh = self.fresh
+        fresh, removed = self.fresh, getattr(self, "removed", None)
         if isinstance(change, dict):
             self.documents[str(change["id"])] = change
             fresh.documents.add(str(change["id"]))
@@ -119,6 +137,8 @@ class GraphView:
             self.text_units[change.chunk_id] = change.text_unit
             self.document_units.setdefault(change.document_id, set()).add(change.chunk_id)
             fresh.text_units.add(change.chunk_id)
+            if removed is not None:
+                removed.text_units.discard(change.chunk_id)
             fresh.documents.add(change.document_id)
         elif change.retraction and not (
             change.entities
@@ -129,6 +149,8 @@ class GraphView:
             or change.deleted_claims
         ):
             gone = self.text_units.pop(change.chunk_id, None)
+            if removed is not None and gone is not None:
+                removed.text_units.add(change.chunk_id)
             doc = gone.document_id if gone is not None else change.document_id
             self.document_units.get(doc, set()).discard(change.chunk_id)
             fresh.text_units.add(change.chunk_id)
@@ -154,6 +176,8 @@ class GraphView:
         fresh.relationships.update(a.key for a in change.relationships)
         fresh.relationships.update(change.deleted_relationships)
         fresh.claims.update(a.key for a in change.claims)
+        if removed is not None:
+            self._removed_rows(change, removed)
         for agg in change.claims:
             self.claims[agg.key] = agg
         for key in change.deleted_claims:
@@ -180,6 +204,19 @@ class GraphView:
         slots.update(f"e:{key}" for key in change.deleted_entities)
         slots.update(f"r:{agg.key}" for agg in change.relationships)
         slots.update(f"r:{key}" for key in change.deleted_relationships)
+
+    def _removed_rows(self, change: GraphChange, removed: RemovedKeys) -> None:
+        """Note deletions for the run (called after the rows are folded, before claims)."""
+        removed.entities.update(change.deleted_entities)
+        removed.entities.difference_update(a.key for a in change.entities)
+        removed.relationships.update(change.deleted_relationships)
+        removed.relationships.difference_update(a.key for a in change.relationships)
+        for key in (*(a.key for a in change.claims), *change.deleted_claims):
+            old = self.claims.get(key)
+            if old is not None:
+                removed.claims.update(f.id for f in old.facts)
+        for agg in change.claims:
+            removed.claims.difference_update(f.id for f in agg.facts)
 
     def _rows(
         self,

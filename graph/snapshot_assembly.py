@@ -87,12 +87,35 @@ def assemble(
     view: GraphView, state: JobState, communities: tuple[Community, ...], meta: SnapshotMeta
 ) -> Snapshot:
     """The snapshot tables from the view, the state's summaries, ids and reports."""
-    ids, deg = state.human_ids, degrees(view)
-    rows = row_tables(view, state, deg=deg)
+    rows = row_tables(view, state, deg=degrees(view))
+    snap_communities, reports = community_tables(view, state, communities)
+    return Snapshot(
+        meta,
+        rows["entities"],
+        rows["relationships"],
+        snap_communities,
+        reports,
+        rows["text_units"],
+        rows["documents"],
+        rows["claims"],
+    )
+
+
+def community_tables(
+    view: GraphView,
+    state: JobState,
+    communities: tuple[Community, ...],
+    *,
+    derived: bool = True,
+) -> tuple[tuple[SnapshotCommunity, ...], tuple[SnapshotReport, ...]]:
+    """The communities and community_reports tables of a run. ``derived=False`` leaves out
+    the columns the graph tables derive on reading (a community's relationship and text-unit
+    ids), which a commit does not store."""
+    ids = state.human_ids
     period = newest_time(view)[:10]
     scores = emerging(view, communities)
     by_id = {c.id: c for c in communities}
-    rels_by_entity = _relationships_by_entity(view)
+    rels_by_entity = _relationships_by_entity(view) if derived else None
     snap_communities = tuple(
         _community(
             c,
@@ -112,16 +135,7 @@ def assemble(
         for sc in snap_communities
     )
     reports = tuple(state.reports[c.id] for c in communities if c.id in state.reports)
-    return Snapshot(
-        meta,
-        rows["entities"],
-        rows["relationships"],
-        snap_communities,
-        reports,
-        rows["text_units"],
-        rows["documents"],
-        rows["claims"],
-    )
+    return snap_communities, reports
 
 
 ROW_TABLES = ("entities", "relationships", "text_units", "documents", "claims")
@@ -293,23 +307,27 @@ def _community(
     by_id: Mapping[str, Community],
     ids: HumanIds,
     view: GraphView,
-    rels_by_entity: Mapping[str, list[RelationshipAggregate]],
+    rels_by_entity: Mapping[str, list[RelationshipAggregate]] | None,
     period: str,
     score: float,
     title: str,
     size_history: tuple[tuple[int, int], ...] = (),
 ) -> SnapshotCommunity:
+    """A community's row; without ``rels_by_entity`` the derived id lists are left empty."""
     hrid = ids.get("community", c.id) or 0
     members = sorted(c.entity_keys)
-    rels = sorted(
-        {
-            r.key
-            for k in members
-            for r in rels_by_entity.get(k, ())
-            if r.source_key in c.entity_keys and r.target_key in c.entity_keys
-        }
-    )
-    units = sorted({u for k in members for u in view.entity_units.get(k, ())})
+    rels: list[str] = []
+    units: list[str] = []
+    if rels_by_entity is not None:
+        rels = sorted(
+            {
+                r.key
+                for k in members
+                for r in rels_by_entity.get(k, ())
+                if r.source_key in c.entity_keys and r.target_key in c.entity_keys
+            }
+        )
+        units = sorted({u for k in members for u in view.entity_units.get(k, ())})
     parent = ids.get("community", c.parent) if c.parent else None
     daily = community_daily(view, members)
     # the newest document day of its members' mentions, so the row changes with its news

@@ -43,7 +43,6 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from agents.community import runner
 from agents.community.state import checkpoint_offsets
-from core.children import die_with_parent
 from core.job_status import (
     FAILED_ITEMS_SHOWN,
     HEARTBEAT_S,
@@ -169,6 +168,7 @@ class CommunityJob:
         self.failure_backoff_max_s = failure_backoff_max_s
         self._consecutive_failures = 0
         self._next_due_at: float | None = None  # unix time
+        self._inbox: Any = None  # the child's inbox for light commits during a run
         self._pool = self._new_pool()
         self._settings_json = settings.model_dump_json()
         self.status = JobStatus(
@@ -180,12 +180,17 @@ class CommunityJob:
         )
         self._last_status_write = 0.0
 
-    @staticmethod
-    def _new_pool() -> ProcessPoolExecutor:
+    def _new_pool(self) -> ProcessPoolExecutor:
+        """One child; a fresh inbox with it (what a dead child left in the old one is read
+        again from Kafka, from the checkpoint's offsets)."""
+        context = multiprocessing.get_context("spawn")
+        self._inbox = context.Queue()
         return ProcessPoolExecutor(
             max_workers=1,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=die_with_parent,  # never outlive a job process that was killed
+            mp_context=context,
+            # never outlive a job process that was killed; keep the inbox
+            initializer=runner.child_init,
+            initargs=(self._inbox,),
         )
 
     def _set_status(self, **changes: Any) -> None:
@@ -315,7 +320,7 @@ class CommunityJob:
                 now = time.monotonic()
                 due = self._next_due_at is not None and time.time() >= self._next_due_at
                 if due or self.feed.due(cfg.debounce_s, cfg.max_wait_s, now):
-                    await self._run(producer)
+                    await self._run(producer, feed_consumer)
                 elif self.feed.fresh_due(cfg.fresh_commit_s, now):
                     await self._absorb()
                 else:
@@ -337,6 +342,20 @@ class CommunityJob:
             "failed_items": previous.failed_items,
         }
 
+    async def _feed_during(self, call: asyncio.Future[Any], feed: AIOKafkaConsumer) -> None:
+        """While a run works, keep reading ``graph-changes`` and send the child what is due
+        for a light commit, which it makes between the run's phases (``runner.Runner``)."""
+        cfg = self.settings.community
+        if cfg.fresh_commit_s <= 0:
+            return
+        while not call.done():
+            batch = await feed.getmany(timeout_ms=int(cfg.fresh_commit_s * 100), max_records=5000)
+            for tp, msgs in batch.items():
+                for m in msgs:
+                    self.feed.add(tp.partition, m.offset, m.value)
+            if self.feed.fresh_due(cfg.fresh_commit_s, time.monotonic()):
+                self._inbox.put(self.feed.take_pending())
+
     async def _absorb(self) -> None:
         """A light commit of the rows the pending changes wrote (see ``runner.absorb``)."""
         changes, offsets = self.feed.take_pending()
@@ -351,12 +370,17 @@ class CommunityJob:
         else:
             self._heartbeat()
 
-    async def _run(self, producer: AIOKafkaProducer) -> None:
+    async def _run(self, producer: AIOKafkaProducer, feed: AIOKafkaConsumer | None = None) -> None:
         changes, offsets = self.feed.take()
         started = time.monotonic()
         self._set_status(state="running", pending_changes=len(changes))
         async with self._heartbeats():  # a long run must not look like a dead job
-            result = await self._in_pool(runner.run, self._settings_json, changes, offsets)
+            call = asyncio.ensure_future(
+                self._in_pool(runner.run, self._settings_json, changes, offsets)
+            )
+            if feed is not None:
+                await self._feed_during(call, feed)
+            result = await call
         self.runs += 1
         self._consecutive_failures = 0
         self._next_due_at = result.get("next_due_at")
@@ -369,6 +393,13 @@ class CommunityJob:
         await producer.flush()
         duration = time.monotonic() - started
         failures = result.get("failures", {})
+        light = [int(v) for v in result.get("light_commits", [])]
+        if light:  # made between the run's phases
+            self.status = replace(
+                self.status,
+                light_commits=self.status.light_commits + len(light),
+                last_light_commit=LightCommit(light[-1], time.time(), 0, 0.0),
+            )
         self._set_status(
             state="waiting",
             runs=self.status.runs + 1,

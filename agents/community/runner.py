@@ -16,7 +16,9 @@ again once its backoff has passed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import queue
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, replace
@@ -26,6 +28,7 @@ from typing import Any
 
 from agents.community.state import forget_state, load_state, save_state
 from agents.community.writers import Refused, Writers, build_writers
+from core.children import die_with_parent
 from core.graph_tables import GraphTables, open_graph_store
 from core.settings import Settings
 from core.tokenizer import count_tokens, get_encoding
@@ -40,6 +43,7 @@ from graph.community_run import (
     report_graph,
 )
 from graph.evidence import ReportBasis
+from graph.graph_view import Touched
 from graph.job_state import HISTORY_CAP, JobState, SummaryRecord, record_failure, retry_blocked
 from graph.lineage import LineageEvent
 from graph.model import Community
@@ -47,6 +51,7 @@ from graph.report_context import ChildReport, ReportContext
 from graph.report_context_builder import ReportContextBuilder
 from graph.snapshot_assembly import (
     assemble,
+    community_tables,
     fresh_ids,
     newest_time,
     report_record,
@@ -66,12 +71,8 @@ def run(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]) -
     settings = Settings.model_validate_json(settings_json)
     state = load_state(settings)
     try:
-        for raw in changes:
-            try:
-                state.view.apply(decode_graph_change(raw))
-            except PayloadError as e:
-                log.warning("skipping undecodable graph change: %s", e)
-        state.offsets = dict(offsets)
+        _fold_inbox(state)  # sent for a run that had ended: older than ``changes``
+        _fold(state, changes, offsets)
         result = asyncio.run(Runner(settings, state).run())
         save_state(settings, state)
     except BaseException:
@@ -82,6 +83,39 @@ def run(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]) -
 
 
 _STORES: dict[str, GraphTables] = {}  # tables uri -> the store this process writes
+# what the leader sends while this process is busy with a run: (changes, offsets) for light
+# commits made between the run's phases (None outside the job's child, e.g. in tests)
+_INBOX: Any = None
+INBOX_POLL_S = 0.05
+
+
+def child_init(inbox: Any) -> None:
+    """The pool's initializer: die with the job process, and keep the leader's inbox."""
+    global _INBOX
+    die_with_parent()
+    _INBOX = inbox
+
+
+def _fold(state: JobState, changes: Sequence[bytes], offsets: dict[int, int]) -> None:
+    for raw in changes:
+        try:
+            state.view.apply(decode_graph_change(raw))
+        except PayloadError as e:
+            log.warning("skipping undecodable graph change: %s", e)
+    state.offsets = dict(offsets)
+
+
+def _fold_inbox(state: JobState) -> int:
+    """Fold what the leader sent meanwhile, oldest first; how many batches there were."""
+    batches = 0
+    while _INBOX is not None:
+        try:
+            changes, offsets = _INBOX.get_nowait()
+        except queue.Empty:
+            return batches
+        _fold(state, changes, offsets)
+        batches += 1
+    return batches
 
 
 def writer_store(settings: Settings) -> GraphTables:
@@ -103,12 +137,8 @@ def absorb(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]
     state = load_state(settings)
     try:
         started = time.monotonic()
-        for raw in changes:
-            try:
-                state.view.apply(decode_graph_change(raw))
-            except PayloadError as e:
-                log.warning("skipping undecodable graph change: %s", e)
-        state.offsets = dict(offsets)
+        _fold_inbox(state)
+        _fold(state, changes, offsets)
         version = light_commit(
             writer_store(settings), state, "offline" if settings.llm.offline else "llm"
         )
@@ -189,6 +219,9 @@ class Runner:
         self.failed: list[str] = []  # items that failed in this run
         self.summaries_written = 0
         self.planned = 0  # communities whose report decision this run revisited
+        self.light_commits: list[int] = []  # versions committed between this run's phases
+        # while False the run holds copies a light commit would invalidate (see absorb_now)
+        self._absorbing = True
 
     def _hrid(self, c: Community) -> str:
         return str(self.state.human_ids.get("community", c.id) or c.id)
@@ -199,10 +232,31 @@ class Runner:
         return now
 
     async def run(self) -> dict[str, Any]:
+        absorber = asyncio.create_task(self._absorb_meanwhile()) if _INBOX is not None else None
         try:
             return await self._run()
         finally:
+            if absorber is not None:
+                absorber.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await absorber
             await self.writers.aclose()
+
+    def absorb_now(self) -> None:
+        """Fold what the leader sent while this run works and make it a light commit, so new
+        articles stay searchable however long the run takes. Called only where the run holds
+        no copy of what a light commit changes (the view's rows, ``human_ids``, the tables'
+        digests), and from ``_absorb_meanwhile`` while the run awaits."""
+        if _fold_inbox(self.state):
+            version = light_commit(self._store(), self.state, self.writers.mode)
+            if version is not None:
+                self.light_commits.append(version)
+
+    async def _absorb_meanwhile(self) -> None:
+        while True:
+            await asyncio.sleep(INBOX_POLL_S)
+            if self._absorbing:
+                self.absorb_now()
 
     async def _run(self) -> dict[str, Any]:
         state, view = self.state, self.state.view
@@ -217,6 +271,8 @@ class Runner:
         )
         await self._summaries(summary_plan.requests)
         t = self._tick("summaries", t)
+        self.absorb_now()
+        self._absorbing = False  # ids and the clustering are computed from the view now
         state.human_ids = assign_record_ids(view, state.human_ids)
         hierarchy, communities, human_ids, drift = cluster(view, state, self.params)
         t = self._tick("leiden_and_ids", t)
@@ -230,9 +286,13 @@ class Runner:
         self.planned = len(scope)
         t = self._tick("evidence", t)
         state.hierarchy, state.human_ids = hierarchy, human_ids
+        self._absorbing = True
         version = self._next_version()
         regenerated = await self._reports(communities, plan.to_regenerate, evidence, version)
         t = self._tick("reports", t)
+        self.absorb_now()
+        self._absorbing = False  # until the version is written
+        version = self._restamp(version, regenerated)
         by_id = {c.id: c for c in communities}
         for cid in [c for c in state.reports if c not in by_id]:
             del state.reports[cid]
@@ -249,10 +309,10 @@ class Runner:
         self._record_history(communities, version)
         unreflected = {cid: state.reports[cid].unreflected for cid in by_id if cid in state.reports}
         meta = self._meta(version, communities, regenerated, unreflected, hierarchy)
-        view.take_fresh()  # the run commits every row: nothing is left for a light commit
-        snapshot = assemble(view, state, communities, meta)
-        self._write(snapshot)
-        await self._report_vectors(snapshot.community_reports, previous, by_id, regenerated)
+        summarised = {r.slot for r in summary_plan.requests}
+        reports = self._commit(touched, summarised, communities, meta)
+        self._absorbing = True
+        await self._report_vectors(reports, previous, by_id, regenerated)
         self._tick("snapshot", t)
         state.version = version
         return {
@@ -265,6 +325,7 @@ class Runner:
             "drift": None if drift is None else asdict(drift),
             "modularity": hierarchy.modularity,
             "summaries_written": self.summaries_written,
+            "light_commits": list(self.light_commits),
             "summaries_deferred": summary_plan.deferred,
             "llm_calls": dict(self.writers.calls),
             "failed_this_run": list(self.failed),
@@ -395,12 +456,65 @@ class Runner:
             self._tables = writer_store(self.settings)
         return self._tables
 
+    def _restamp(self, version: int, regenerated: set[str]) -> int:
+        """The run's version once its reports are written: light commits made meanwhile took
+        the numbers after the one the reports were stamped with, so they move up with it."""
+        final = self._next_version()
+        if final != version:
+            for cid, report in list(self.state.reports.items()):
+                if report.generated_in == version:
+                    self.state.reports[cid] = replace(report, generated_in=final)
+        return final
+
     def _next_version(self) -> int:
         return max(self.state.version, self._store().latest_listed() or 0) + 1
 
-    def _write(self, snapshot: Any) -> None:
-        """Commit the rows that changed since the version this job wrote last."""
-        self.state.tables_known = self._store().write(snapshot, self.state.tables_known)
+    def _commit(
+        self,
+        touched: Touched | None,
+        summarised: set[str],
+        communities: tuple[Community, ...],
+        meta: SnapshotMeta,
+    ) -> tuple[SnapshotReport, ...]:
+        """Commit the run's version; returns its reports. Every community and report row is
+        compared with what the tables hold; of the other tables only the rows that changes
+        or this run's summaries reached since the last commit, and the deletions since the
+        last run (light commits wrote the rest). When any of that is not known (a checkpoint
+        from an earlier release, a crash after a commit), the whole graph is compared."""
+        state, view, store = self.state, self.state.view, self._store()
+        fresh, removed, known = view.take_fresh(), view.take_removed(), state.tables_known
+        if (
+            touched is None
+            or removed is None
+            or known is None
+            or known.version != store.latest_listed()
+        ):
+            snapshot = assemble(view, state, communities, meta)
+            state.tables_known = store.write(snapshot, known)
+            return snapshot.community_reports
+        for slot in touched.slots | summarised:
+            kind, _, key = slot.partition(":")
+            (fresh.entities if kind == "e" else fresh.relationships).add(key)
+        rows: dict[str, tuple[Any, ...]] = dict(row_tables(view, state, fresh))
+        rows["communities"], rows["community_reports"] = community_tables(
+            view, state, communities, derived=False
+        )
+        written = store.write_rows(
+            meta,
+            rows,
+            known,
+            deletes={
+                "entities": removed.entities,
+                "relationships": removed.relationships,
+                "text_units": removed.text_units,
+                "claims": removed.claims,
+            },
+            complete=("communities", "community_reports"),
+            always=True,
+        )
+        assert written is not None  # always=True commits
+        state.tables_known = written
+        return rows["community_reports"]
 
     def _meta(
         self,

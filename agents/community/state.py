@@ -67,6 +67,8 @@ def upgrade_state(state: JobState) -> JobState:
         state.view.touched = None  # not known: the next run plans every community
     if "unit_entities" not in vars(state.view):
         state.view.rebuild_reverse_maps()  # the checkpoint's rows were all committed
+    if "removed" not in vars(state.view):
+        state.view.removed = None  # not known: the next run compares every row
     for stale in ("dirty_entities", "dirty_relationships"):
         vars(state.view).pop(stale, None)
     current = description_sets(state.view)

@@ -19,7 +19,7 @@ from graph.graph_view import GraphView
 from graph.keys import entity_key
 from graph.snapshot_assembly import ROW_TABLES, assemble, row_tables
 from graph.snapshot_model import SnapshotMeta
-from graph.snapshots import row_digests
+from graph.snapshots import TABLES, row_digests
 from query.results import describe_basis, graph_basis
 from tests.unit.test_community_run import Job, World, base_world, settings_for
 
@@ -178,6 +178,42 @@ class TestCommits:
         snap = store_of(job).load()
         assert entity_key("Zeta") not in {e.id for e in snap.entities}
         assert chunk not in {u.id for u in snap.text_units}
+
+
+class TestIncrementalRun:
+    async def test_a_run_after_light_commits_and_deletions_commits_the_whole_graph(
+        self, tmp_path: Path
+    ) -> None:
+        """The run writes only what changed since the last commit, yet the tables then hold
+        exactly the rows a whole assembly of the job's view gives."""
+        world, job = base_world(), Job(settings_for(tmp_path))
+        world.say("doc-x", [("Zeta", "Zeta came."), ("Orion A 0", "Orion A 0 met Zeta.")], [])
+        await job.run(world.view)
+        await job.run(world.view)  # the second run takes the incremental path
+        world.say(
+            "doc-y",
+            [("Nova", "Nova began."), ("Orion A 1", "Orion A 1 hired Nova.")],
+            [("Nova", "Orion A 1", "Orion A 1 hired Nova.")],
+        )
+        light_commit(store_of(job), job.state, "offline")
+        chunk = "chunk-" + str(world.chunks - 1)  # doc-x's chunk
+        world.view.apply(text_unit_retracted(chunk, "doc-x"))
+        world.view.apply(
+            entity_changed(
+                entity_key("Zeta"), None, chunk_id=chunk, document_id="doc-x", retraction=True
+            )
+        )
+        world.say("doc-z", [("Vela", "Vela joined Nova.")], [("Vela", "Nova", "Vela joined.")])
+        await job.run(world.view)
+        info = store_of(job).version_infos()[-1]
+        assert info.changed["entities"] < len(world.view.entities)  # not every row again
+        loaded = store_of(job).load()
+        whole = assemble(world.view, job.state, job.state.communities, loaded.meta)
+        for name in TABLES:
+            assert row_digests(name, getattr(loaded, name)) == row_digests(
+                name, getattr(whole, name)
+            ), name
+        assert entity_key("Zeta") not in {e.id for e in loaded.entities}
 
 
 class TestRetention:
