@@ -53,6 +53,7 @@ class LastRun:
     summaries_written: int
     failed_items: int  # items that failed in this run
     llm_calls: dict[str, int] = field(default_factory=dict)  # by purpose
+    phases: dict[str, float] = field(default_factory=dict)  # seconds by phase of the run
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,6 +87,14 @@ class WeaviateSettings(BaseModel):
     grpc_port: int = Field(15051, ge=1, le=65535, description="Weaviate gRPC port")
     api_key: str | None = Field(None, description="API key, when the server requires one")
     batch_size: int = Field(100, ge=1, le=10_000, description="Objects per upsert batch")
+    hybrid_alpha: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="Weight of the vector side in hybrid search (basic search's text units): "
+        "0 keywords only (BM25), 1 vectors only. The default leans lexical, which suits the "
+        "offline embedder; with a real embedding model try 0.5-0.7",
+    )
 
     @field_validator("url")
     @classmethod

@@ -17,7 +17,7 @@ import weaviate
 from weaviate.classes.config import Configure, DataType, Property, VectorDistances
 from weaviate.classes.data import DataObject
 from weaviate.classes.init import AdditionalConfig, Auth, Timeout
-from weaviate.classes.query import Filter, MetadataQuery
+from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
 
 from core.errors import KgragError
 from core.settings import Settings
@@ -27,6 +27,14 @@ log = logging.getLogger(__name__)
 
 _NS = uuid.UUID("6f1c7a52-4b8e-4d0e-9d7a-2f7c1a9b3e10")
 VECTOR = "default"
+
+# the text a hybrid search matches its keywords in, per kind
+KEYWORD_PROPERTIES: dict[str, list[str]] = {
+    "text_unit": ["title", "text"],
+    "entity": ["name", "description"],
+    "relationship": ["source", "target", "description"],
+    "report": ["title", "summary"],
+}
 
 SCHEMAS: dict[str, list[Property]] = {
     "text_unit": [
@@ -177,12 +185,39 @@ class WeaviateStore:
             raise VectorStoreError(f"delete from {col.name} failed: {e}", retryable=True) from e
 
     async def search(
-        self, kind: str, vector: list[float], limit: int, filters: dict[str, Any] | None = None
+        self,
+        kind: str,
+        vector: list[float],
+        limit: int,
+        filters: dict[str, Any] | None = None,
+        *,
+        text: str | None = None,
     ) -> list[VectorHit]:
         await self.ensure_collection(kind)
         col = self._client.collections.get(self.collection_name(kind))
         where = _filters(filters)
         try:
+            if text is not None and text.strip():
+                res = await col.query.hybrid(
+                    query=text,
+                    vector=vector,
+                    alpha=self._settings.weaviate.hybrid_alpha,
+                    fusion_type=HybridFusion.RELATIVE_SCORE,
+                    query_properties=KEYWORD_PROPERTIES[kind],
+                    target_vector=VECTOR,
+                    limit=limit,
+                    filters=where,
+                    return_metadata=MetadataQuery(score=True),
+                )
+                return [
+                    VectorHit(
+                        key=str(o.properties.get("key")),
+                        # a fused score in [0, 1], best 1: as a distance, best 0
+                        distance=1.0 - float(o.metadata.score or 0.0),
+                        properties=dict(o.properties),
+                    )
+                    for o in res.objects
+                ]
             res = await col.query.near_vector(
                 near_vector=vector,
                 target_vector=VECTOR,

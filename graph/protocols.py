@@ -61,8 +61,17 @@ class VectorStore(Protocol):
     async def delete(self, kind: str, keys: Sequence[str]) -> None: ...
 
     async def search(
-        self, kind: str, vector: list[float], limit: int, filters: dict[str, Any] | None = None
-    ) -> list[VectorHit]: ...
+        self,
+        kind: str,
+        vector: list[float],
+        limit: int,
+        filters: dict[str, Any] | None = None,
+        *,
+        text: str | None = None,
+    ) -> list[VectorHit]:
+        """The nearest ``limit`` records; with ``text``, hybrid: the keyword (BM25) matches
+        of ``text`` fused with the vector's neighbours."""
+        ...
 
 
 class SnapshotStore(Protocol):

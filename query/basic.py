@@ -1,4 +1,4 @@
-"""Basic search: vector search over text units (GraphRAG's baseline RAG)."""
+"""Basic search: hybrid (keyword and vector) search over text units (GraphRAG's baseline RAG)."""
 
 from __future__ import annotations
 
@@ -26,11 +26,13 @@ async def search_text_units(
     limit: int = 10,
     filters: dict[str, Any] | None = None,
 ) -> list[SourceHit]:
-    """The text units nearest to the question, best first."""
+    """The text units that best match the question, best first: Weaviate's hybrid search
+    (BM25 over their titles and text fused with the vectors; ``weaviate.hybrid_alpha``), so
+    a rare name or phrase finds its passage even where the embedding blurs it."""
     if not question.strip():
         raise ValueError("the question is empty")
     [vector] = await embedder.embed([question])
-    hits = await store.search("text_unit", vector, limit, filters)
+    hits = await store.search("text_unit", vector, limit, filters, text=question)
     return [
         SourceHit(
             chunk_id=h.key,

@@ -121,9 +121,15 @@ class LazyVectorStore:
         await (await self._ready()).delete(kind, keys)
 
     async def search(
-        self, kind: str, vector: list[float], limit: int, filters: dict[str, Any] | None = None
+        self,
+        kind: str,
+        vector: list[float],
+        limit: int,
+        filters: dict[str, Any] | None = None,
+        *,
+        text: str | None = None,
     ) -> list[VectorHit]:
-        return await (await self._ready()).search(kind, vector, limit, filters)
+        return await (await self._ready()).search(kind, vector, limit, filters, text=text)
 
     async def close(self) -> None:
         if self._connected:

@@ -413,6 +413,7 @@ class CommunityJob:
                 summaries_written=int(result.get("summaries_written", 0)),
                 failed_items=len(result.get("failed_this_run", [])),
                 llm_calls=dict(result.get("llm_calls", {})),
+                phases=dict(result.get("timings", {})),
             ),
             failed_items_total=len(failures),
             failed_items=_failed_items(failures),

@@ -311,9 +311,10 @@ class Runner:
         meta = self._meta(version, communities, regenerated, unreflected, hierarchy)
         summarised = {r.slot for r in summary_plan.requests}
         reports = self._commit(touched, summarised, communities, meta)
+        t = self._tick("snapshot", t)
         self._absorbing = True
         await self._report_vectors(reports, previous, by_id, regenerated)
-        self._tick("snapshot", t)
+        self._tick("report_vectors", t)
         state.version = version
         return {
             "version": version,

@@ -37,7 +37,13 @@ class RecordingStore(DictVectorStore):
         self.searches: list[tuple[str, int, dict[str, Any] | None]] = []
 
     async def search(
-        self, kind: str, vector: list[float], limit: int, filters: dict[str, Any] | None = None
+        self,
+        kind: str,
+        vector: list[float],
+        limit: int,
+        filters: dict[str, Any] | None = None,
+        *,
+        text: str | None = None,
     ) -> list[VectorHit]:
         self.searches.append((kind, limit, filters))
         hits = await super().search(kind, vector, 10_000)

@@ -92,7 +92,13 @@ class DictVectorStore:
             self.items.get(kind, {}).pop(key, None)
 
     async def search(
-        self, kind: str, vector: list[float], limit: int, filters: dict[str, Any] | None = None
+        self,
+        kind: str,
+        vector: list[float],
+        limit: int,
+        filters: dict[str, Any] | None = None,
+        *,
+        text: str | None = None,
     ) -> list[VectorHit]:
         hits = [
             VectorHit(key, 1.0 - _cosine(vector, v), dict(props))
