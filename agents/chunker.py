@@ -52,7 +52,7 @@ def register(topo: Topology) -> None:
 
     @topo.app.agent(documents, name=f"{topo.settings.namespace}.chunker")
     async def chunker(stream: Any) -> None:
-        async for batch in finished_batches(stream, 100, within=0.5):
+        async for batch in finished_batches(stream, 100, within=topo.settings.kafka.batch_within_s):
             pending: list[Any] = []
             writes: list[tuple[Any, str, dict[str, Any]]] = []
             for n, event in enumerate(batch, 1):

@@ -96,7 +96,9 @@ def register(topo: Topology, clients: Clients) -> None:
 
     @topo.app.agent(topo.topics.chunks, name=f"{topo.settings.namespace}.text-embedder")
     async def embed_text_units(stream: Any) -> None:
-        async for batch in finished_batches(stream, topo.settings.weaviate.batch_size, 1.0):
+        async for batch in finished_batches(
+            stream, topo.settings.weaviate.batch_size, topo.settings.kafka.batch_within_s
+        ):
             writer = VectorWriter(store, embedder)
             for item in batch:
                 try:
@@ -117,7 +119,9 @@ def register(topo: Topology, clients: Clients) -> None:
 
     @topo.app.agent(topo.topics.graph_changes, name=f"{topo.settings.namespace}.entity-embedder")
     async def embed_entities(stream: Any) -> None:
-        async for batch in finished_batches(stream, topo.settings.weaviate.batch_size, 1.0):
+        async for batch in finished_batches(
+            stream, topo.settings.weaviate.batch_size, topo.settings.kafka.batch_within_s
+        ):
             writer = VectorWriter(store, embedder)
             for item in batch:
                 try:

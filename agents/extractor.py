@@ -123,7 +123,7 @@ def register(topo: Topology, clients: Clients) -> None:
         window = Window(stream, size, send)
         drainer = asyncio.ensure_future(window.drain())
         try:
-            async for batch in stream.take_events(size, within=0.2):
+            async for batch in stream.take_events(size, within=topo.settings.kafka.batch_within_s):
                 for event in batch:
                     await window.admit(event, _outcome(extract, event.value), drainer)
         finally:

@@ -111,7 +111,7 @@ def register_rekeyer(topo: Topology) -> None:
 
     @topo.app.agent(topo.topics.extractions, name=f"{topo.settings.namespace}.rekeyer")
     async def rekeyer(stream: Any) -> None:
-        async for batch in finished_batches(stream, 200, within=0.5):
+        async for batch in finished_batches(stream, 200, within=topo.settings.kafka.batch_within_s):
             pending: list[Any] = []
             writes: list[tuple[Any, str, dict[str, Any] | None]] = []
             for n, event in enumerate(batch, 1):
@@ -373,7 +373,7 @@ def register_merger(topo: Topology, spec: MergeKind) -> None:
 
     @topo.app.agent(source, name=f"{topo.settings.namespace}.{spec.kind}-merger")
     async def merger(stream: Any) -> None:
-        async for batch in finished_batches(stream, 500, within=0.5):
+        async for batch in finished_batches(stream, 500, within=topo.settings.kafka.batch_within_s):
             cache = RowCache(topo.tables, FLUSH_RANK)
             pending: list[Any] = []
             for n, event in enumerate(batch, 1):

@@ -71,6 +71,14 @@ class KafkaSettings(BaseModel):
     processing_guarantee: Literal["at_least_once", "exactly_once"] = Field(
         "at_least_once", description="faust processing guarantee"
     )
+    batch_within_s: float = Field(
+        0.1,
+        gt=0,
+        le=10,
+        description="Longest a stream agent waits to fill a batch before processing what it "
+        "has: each stage adds up to this to an article's way to search; under load batches "
+        "fill to their size first",
+    )
 
     @field_validator("bootstrap_servers")
     @classmethod
