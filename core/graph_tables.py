@@ -85,6 +85,7 @@ log = logging.getLogger(__name__)
 VERSIONS = "_versions"
 FORMAT = 2  # graph-table format (1 was the JSON-lines snapshot directories)
 _VERSION, _DELETED, _COMMIT = "_version", "_deleted", "_commit"
+COMPACT_FILES = 8  # a table with fewer data files is left as it is by maintenance
 
 
 class GraphTablesError(SnapshotStoreError):
@@ -711,6 +712,7 @@ class GraphTables:
             dt = self._open(name)
             if dt is None:
                 continue
+            compact = True
             if name == VERSIONS:
                 table = dt.to_pyarrow_table()
                 stale = pc.less(table.column("version"), oldest)
@@ -722,19 +724,28 @@ class GraphTables:
                         storage_options=self.storage_options or None,
                     )
             else:
-                table = dt.to_pyarrow_table()
-                needed = needed_rows(table.filter(_listed_rows(table.schema, infos)), oldest)
-                if needed.num_rows < table.num_rows // 2:
-                    write_deltalake(
-                        self.uri(name),
-                        needed,
-                        mode="overwrite",
-                        storage_options=self.storage_options or None,
-                    )
-                    report[name] = {"rows_dropped": table.num_rows - needed.num_rows}
+                files, stored = _file_stats(dt)
+                live = infos[-1].rows.get(name, 0)
+                # the row versions retention no longer needs are worth dropping only when they
+                # outnumber the live rows; the file statistics say so without reading the table
+                if stored > 2 * live:
+                    table = dt.to_pyarrow_table()
+                    needed = needed_rows(table.filter(_listed_rows(table.schema, infos)), oldest)
+                    if needed.num_rows < table.num_rows // 2:
+                        write_deltalake(
+                            self.uri(name),
+                            needed,
+                            mode="overwrite",
+                            storage_options=self.storage_options or None,
+                        )
+                        report[name] = {"rows_dropped": table.num_rows - needed.num_rows}
+                        files = 1
+                # with few files compacting would rewrite the table for nothing
+                compact = files >= COMPACT_FILES
             dt = self._open(name)
-            dt.optimize.compact()
-            dt = self._open(name)
+            if compact:
+                dt.optimize.compact()
+                dt = self._open(name)
             dt.vacuum(
                 retention_hours=self.vacuum_hours,
                 dry_run=False,
@@ -743,6 +754,14 @@ class GraphTables:
             dt.create_checkpoint()
             dt.cleanup_metadata()
         return report
+
+
+def _file_stats(dt: Any) -> tuple[int, int]:
+    """(data files, row versions stored) of a Delta table's current version, from its log."""
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    if not actions.num_rows:
+        return 0, 0
+    return actions.num_rows, int(pc.sum(actions.column("num_records")).as_py() or 0)
 
 
 def _listed_rows(schema: pa.Schema, listed: Sequence[VersionInfo]) -> pc.Expression:

@@ -56,13 +56,11 @@ def community_daily(view: GraphView, members: Iterable[str]) -> dict[date, int]:
     return dict(daily)
 
 
-def emerging(view: GraphView, communities: Iterable[Community]) -> dict[str, float]:
+def emerging(dailies: Mapping[str, Mapping[date, int]]) -> dict[str, float]:
+    """Each community's emerging score from its mentions per day (by community id)."""
     histories = {
-        c.id: [
-            (datetime.combine(d, time(12), tzinfo=UTC), n)
-            for d, n in sorted(community_daily(view, c.entity_keys).items())
-        ]
-        for c in communities
+        cid: [(datetime.combine(d, time(12), tzinfo=UTC), n) for d, n in sorted(daily.items())]
+        for cid, daily in dailies.items()
     }
     histories = {k: v for k, v in histories.items() if v}
     if not histories:
@@ -113,7 +111,8 @@ def community_tables(
     ids), which a commit does not store."""
     ids = state.human_ids
     period = newest_time(view)[:10]
-    scores = emerging(view, communities)
+    dailies = {c.id: community_daily(view, c.entity_keys) for c in communities}
+    scores = emerging(dailies)
     by_id = {c.id: c for c in communities}
     rels_by_entity = _relationships_by_entity(view) if derived else None
     snap_communities = tuple(
@@ -127,6 +126,7 @@ def community_tables(
             scores.get(c.id, 0.0),
             state.reports[c.id].title if c.id in state.reports else "",
             state.size_history.get(c.id, ()),
+            dailies[c.id],
         )
         for c in communities
     )
@@ -312,6 +312,7 @@ def _community(
     score: float,
     title: str,
     size_history: tuple[tuple[int, int], ...] = (),
+    daily: Mapping[date, int] | None = None,
 ) -> SnapshotCommunity:
     """A community's row; without ``rels_by_entity`` the derived id lists are left empty."""
     hrid = ids.get("community", c.id) or 0
@@ -329,7 +330,7 @@ def _community(
         )
         units = sorted({u for k in members for u in view.entity_units.get(k, ())})
     parent = ids.get("community", c.parent) if c.parent else None
-    daily = community_daily(view, members)
+    daily = community_daily(view, members) if daily is None else daily
     # the newest document day of its members' mentions, so the row changes with its news
     # rather than with every version
     period = max(daily).isoformat() if daily else period

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from agents.community.state import forget_state, load_state, save_state
+from agents.community.state import forget_state, load_state, save_state_soon
 from agents.community.writers import Refused, Writers, build_writers
 from core.children import die_with_parent
 from core.graph_tables import GraphTables, open_graph_store
@@ -74,7 +74,7 @@ def run(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]) -
         _fold_inbox(state)  # sent for a run that had ended: older than ``changes``
         _fold(state, changes, offsets)
         result = asyncio.run(Runner(settings, state).run())
-        save_state(settings, state)
+        save_state_soon(settings, state)
     except BaseException:
         forget_state(settings)
         _STORES.pop(settings.tables_uri, None)

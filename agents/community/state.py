@@ -1,13 +1,15 @@
 """The community job's state between runs: in the child process's memory, and in a checkpoint.
 
-The checkpoint is written atomically after every run (a temporary file, fsync, rename), so a
-restarted job resumes from the last run's offsets with the same hierarchy, ids, report bases
-and refused items, and regenerates nothing that did not change. A checkpoint written by an
+The checkpoint is written atomically after every run (a temporary file, fsync, rename; by a
+forked copy of the process, so light commits go on meanwhile), so a restarted job resumes
+from the last run's offsets with the same hierarchy, ids, report bases and refused items, and
+regenerates nothing that did not change. A checkpoint written by an
 earlier version is brought up to date on load (:func:`upgrade_state`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 from pathlib import Path
@@ -18,7 +20,9 @@ from graph.job_state import JobState, SummaryRecord
 from graph.summaries import description_sets
 
 CHECKPOINT = "checkpoint.pickle"
+log = logging.getLogger(__name__)
 _STATE: dict[str, JobState] = {}  # namespace -> the state this process holds
+_SAVING: dict[str, int] = {}  # namespace -> pid of the checkpoint save in flight
 
 
 def job_dir(settings: Settings) -> Path:
@@ -29,6 +33,7 @@ def load_state(settings: Settings) -> JobState:
     """This process's state, else the checkpoint on disk, else an empty state."""
     if settings.namespace in _STATE:
         return _STATE[settings.namespace]
+    wait_saved(settings)
     path = job_dir(settings) / CHECKPOINT
     state = JobState()
     if path.exists():
@@ -85,6 +90,37 @@ def forget_state(settings: Settings) -> None:
     """Drop this process's copy (half-applied after a failed run): the next load reads the
     checkpoint."""
     _STATE.pop(settings.namespace, None)
+
+
+def save_state_soon(settings: Settings, state: JobState) -> None:
+    """Write the checkpoint without holding up this process: a forked copy of it (the state
+    as it is now, copy-on-write) pickles and writes the file while this one goes on with
+    light commits; a whole state takes seconds to pickle at 8,000 articles. One save at a
+    time, in order: one still running is waited for first, and so is any before the file is
+    read back. Without ``fork`` the save is made in place."""
+    wait_saved(settings)
+    if not hasattr(os, "fork"):
+        save_state(settings, state)
+        return
+    pid = os.fork()
+    if pid == 0:  # the copy: write and leave, running nothing of the parent's on the way out
+        code = 1
+        try:
+            save_state(settings, state)
+            code = 0
+        finally:
+            os._exit(code)
+    _SAVING[settings.namespace] = pid
+
+
+def wait_saved(settings: Settings) -> None:
+    """Until the checkpoint save in flight (if any) has finished."""
+    pid = _SAVING.pop(settings.namespace, None)
+    if pid is None:
+        return
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        log.warning("community job checkpoint not written (save exited with %s)", status)
 
 
 def save_state(settings: Settings, state: JobState) -> None:
