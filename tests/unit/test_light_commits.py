@@ -8,9 +8,16 @@ writes only what the light commit did not already write; retention counts runs.
 
 from __future__ import annotations
 
+import queue
 import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
+import orjson
+import pytest
+
+from agents.community import runner
 from agents.community.job import Feed
 from agents.community.runner import light_commit
 from core.graph_tables import GraphTables, open_graph_store
@@ -21,6 +28,7 @@ from graph.snapshot_assembly import ROW_TABLES, assemble, row_tables
 from graph.snapshot_model import SnapshotMeta
 from graph.snapshots import TABLES, row_digests
 from query.results import describe_basis, graph_basis
+from streams.codecs import encode_change
 from tests.unit.test_community_run import Job, World, base_world, settings_for
 
 
@@ -279,3 +287,67 @@ class TestBasis:
         assert basis["reports_age_s"] - basis["graph_age_s"] == 40
         assert "reports of v9" in describe_basis(basis)
         assert "same run" in describe_basis(graph_basis(run))
+
+
+class TestDuringARun:
+    """Changes the leader hands over while a run works become light commits between the
+    run's phases; a light commit made after the run picked its version moves the run up."""
+
+    @staticmethod
+    def tapped(world: World, doc_id: str, name: str) -> list[bytes]:
+        """The graph changes of one new article, encoded as on the topic, not folded."""
+        changes: list[Any] = []
+        view, world.view = world.view, cast(GraphView, SimpleNamespace(apply=changes.append))
+        try:
+            world.say(doc_id, [(name, f"{name} arrived."), ("Orion A 0", f"Orion A 0 met {name}.")])
+        finally:
+            world.view = view
+        return [
+            orjson.dumps({"kind": "document", "document": c})
+            if isinstance(c, dict)
+            else encode_change(c)
+            for c in changes
+        ]
+
+    async def test_handed_over_changes_are_committed_before_the_run(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        world, job = base_world(), Job(settings_for(tmp_path))
+        await job.run(world.view)
+        inbox: queue.Queue[Any] = queue.Queue()
+        inbox.put((self.tapped(world, "doc-new", "Nova Trading"), {0: 99}))
+        monkeypatch.setattr(runner, "_INBOX", inbox)
+        result = await job.run(world.view)
+        [light] = result["light_commits"]
+        assert light < result["version"]
+        rows = store_of(job).load(light)
+        assert rows.meta.kind == "rows" and entity_key("Nova Trading") in {
+            e.id for e in rows.entities
+        }
+        assert job.state.offsets == {0: 99}
+        snap = store_of(job).load()
+        assert entity_key("Nova Trading") in {e.id for e in snap.entities}
+
+    async def test_a_light_commit_during_the_reports_moves_the_run_up(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        world, job = base_world(), Job(settings_for(tmp_path))
+        await job.run(world.view)
+        world.group("Draco")  # a new storyline: its communities get reports in this run
+        inbox: queue.Queue[Any] = queue.Queue()
+        monkeypatch.setattr(runner, "_INBOX", inbox)
+        reports = runner.Runner._reports
+
+        async def reports_then_hand_over(self: runner.Runner, *args: Any) -> set[str]:
+            done = await reports(self, *args)
+            inbox.put((TestDuringARun.tapped(world, "doc-b", "Vela Shipping"), {0: 5}))
+            return done
+
+        monkeypatch.setattr(runner.Runner, "_reports", reports_then_hand_over)
+        result = await job.run(world.view)
+        [light] = result["light_commits"]
+        assert result["version"] == light + 1
+        snap = store_of(job).load()
+        regenerated = {r.id for r in snap.community_reports if r.generated_in == snap.meta.version}
+        assert regenerated and result["regenerated"] == len(regenerated)
+        assert not [r for r in snap.community_reports if r.generated_in == light]
