@@ -131,19 +131,25 @@ async def namespace(base: Settings, reuse: str | None, keep: bool) -> AsyncItera
 
 
 async def caught_up(settings: Settings, documents: int, timeout: float) -> float:
-    """Seconds until a community run's version holds ``documents`` documents and every stage
-    of the worker has caught up."""
-    started = time.monotonic()
+    """Seconds until a community run's version holds ``documents`` documents, every stage of
+    the worker has caught up, and the community job this worker started has made a run (a
+    reused namespace's job first loads its checkpoint and catches up on what it had not)."""
+    started, started_at = time.monotonic(), time.time()
     store = open_graph_store(settings)
     while time.monotonic() - started < timeout:
         await asyncio.sleep(5)
         lag = await lag_by_topic(settings, topics=WORKER_TOPICS)
         infos = store.version_infos()
         runs = [v for v in infos if v.meta.kind == "run"]
+        job = read_status(settings)
         if (
             runs
             and runs[-1].meta.counts.get("documents", 0) >= documents
             and sum(lag.values()) == 0
+            and job is not None
+            and job.started_at >= started_at
+            and job.runs >= 1
+            and job.state == "waiting"
         ):
             return time.monotonic() - started
     raise RuntimeError(f"the index did not reach {documents} documents in {timeout:.0f}s")

@@ -53,6 +53,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import types
 import typing
 import uuid
@@ -369,6 +370,7 @@ class GraphTables:
         # the query service reads from worker threads: one at a time through the kept tables
         self._lock = threading.RLock()
         self._since_maintain = 0  # commits by this writer since its last ``maintain``
+        self.last_maintain_s = 0.0  # how long the last maintenance a commit made took
         self._infos: tuple[int, tuple[VersionInfo, ...]] | None = None  # by Delta version
         self._listed_by_me: int | None = None  # the version this writer listed last
 
@@ -677,7 +679,9 @@ class GraphTables:
         if self._since_maintain >= self.compact_every and (
             meta.kind != "rows" or self._since_maintain >= 10 * self.compact_every
         ):
+            started = time.monotonic()
             self.maintain()
+            self.last_maintain_s = round(time.monotonic() - started, 3)
             self._since_maintain = 0
         return info
 

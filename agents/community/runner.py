@@ -496,10 +496,13 @@ class Runner:
         for slot in touched.slots | summarised:
             kind, _, key = slot.partition(":")
             (fresh.entities if kind == "e" else fresh.relationships).add(key)
+        started = time.monotonic()
         rows: dict[str, tuple[Any, ...]] = dict(row_tables(view, state, fresh))
         rows["communities"], rows["community_reports"] = community_tables(
             view, state, communities, derived=False
         )
+        self.timings["snapshot_assemble"] = round(time.monotonic() - started, 3)
+        store.last_maintain_s = 0.0
         written = store.write_rows(
             meta,
             rows,
@@ -514,6 +517,7 @@ class Runner:
             always=True,
         )
         assert written is not None  # always=True commits
+        self.timings["snapshot_maintain"] = store.last_maintain_s
         state.tables_known = written
         return rows["community_reports"]
 
