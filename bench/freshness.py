@@ -130,11 +130,13 @@ async def namespace(base: Settings, reuse: str | None, keep: bool) -> AsyncItera
             await drop_collections(settings)
 
 
-async def caught_up(settings: Settings, documents: int, timeout: float) -> float:
+async def caught_up(
+    settings: Settings, documents: int, timeout: float, worker_started_at: float
+) -> float:
     """Seconds until a community run's version holds ``documents`` documents, every stage of
     the worker has caught up, and the community job this worker started has made a run (a
     reused namespace's job first loads its checkpoint and catches up on what it had not)."""
-    started, started_at = time.monotonic(), time.time()
+    started = time.monotonic()
     store = open_graph_store(settings)
     while time.monotonic() - started < timeout:
         await asyncio.sleep(5)
@@ -147,7 +149,7 @@ async def caught_up(settings: Settings, documents: int, timeout: float) -> float
             and runs[-1].meta.counts.get("documents", 0) >= documents
             and sum(lag.values()) == 0
             and job is not None
-            and job.started_at >= started_at
+            and job.started_at >= worker_started_at
             and job.runs >= 1
             and job.state == "waiting"
         ):
@@ -226,6 +228,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     warm, probes = rows[: args.warm], rows[args.warm :]
     base = load_settings()
     async with namespace(base, args.reuse, args.keep) as settings:
+        worker_started_at = time.time()
         worker = start_worker(settings, {})
         api = None
         try:
@@ -236,7 +239,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(b"".join(orjson.dumps(d) + b"\n" for d in warm))
                 await publish(settings, path)
-            warm_s = round(await caught_up(settings, len(warm), timeout=3600), 1)
+            warm_s = round(
+                await caught_up(
+                    settings, len(warm), timeout=3600, worker_started_at=worker_started_at
+                ),
+                1,
+            )
             print(f"warm: {len(warm)} articles indexed, caught up after {warm_s} s", flush=True)
             port = free_port()
             api = start_api(settings, port)
