@@ -39,6 +39,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,7 @@ from core.settings import Settings, load_settings
 from streams.admin import delete_namespace_topics, ensure_topics
 
 POLL_S = 0.1
+QUIET_S = 15.0  # the warm index is settled when no version came for this long
 FIND_TIMEOUT_S = 60.0
 CACHE = ROOT / "bench" / ".cache" / "freshness"
 
@@ -134,8 +136,9 @@ async def caught_up(
     settings: Settings, documents: int, timeout: float, worker_started_at: float
 ) -> float:
     """Seconds until a community run's version holds ``documents`` documents, every stage of
-    the worker has caught up, and the community job this worker started has made a run (a
-    reused namespace's job first loads its checkpoint and catches up on what it had not)."""
+    the worker has caught up, and the community job this worker started has loaded its state
+    and has had nothing to commit for a while (a reused namespace's job first loads its
+    checkpoint and catches up on what it had not)."""
     started = time.monotonic()
     store = open_graph_store(settings)
     while time.monotonic() - started < timeout:
@@ -150,11 +153,15 @@ async def caught_up(
             and sum(lag.values()) == 0
             and job is not None
             and job.started_at >= worker_started_at
-            and job.runs >= 1
             and job.state == "waiting"
+            and time.time() - _committed_at(infos[-1].committed_at) > QUIET_S
         ):
             return time.monotonic() - started
     raise RuntimeError(f"the index did not reach {documents} documents in {timeout:.0f}s")
+
+
+def _committed_at(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
 
 
 def start_api(settings: Settings, port: int) -> subprocess.Popen[bytes]:
