@@ -87,6 +87,7 @@ VERSIONS = "_versions"
 FORMAT = 2  # graph-table format (1 was the JSON-lines snapshot directories)
 _VERSION, _DELETED, _COMMIT = "_version", "_deleted", "_commit"
 COMPACT_FILES = 8  # a table with fewer data files is left as it is by maintenance
+COMPACT_TARGET_BYTES = 4 * 1024 * 1024  # compaction merges smaller files into ones this big
 
 
 class GraphTablesError(SnapshotStoreError):
@@ -747,8 +748,8 @@ class GraphTables:
                 # with few files compacting would rewrite the table for nothing
                 compact = files >= COMPACT_FILES
             dt = self._open(name)
-            if compact:
-                dt.optimize.compact()
+            if compact:  # files already near the target are left alone: cost follows new files
+                dt.optimize.compact(target_size=COMPACT_TARGET_BYTES)
                 dt = self._open(name)
             dt.vacuum(
                 retention_hours=self.vacuum_hours,
