@@ -257,6 +257,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             api = start_api(settings, port)
             url = f"http://127.0.0.1:{port}"
             await api_ready(url)
+            documents_at_start = (
+                open_graph_store(settings).resolve(None).meta.counts.get("documents", 0)
+            )
             before = read_status(settings)
             started = time.monotonic()
             found = await measure(url, probes, args.every)
@@ -283,6 +286,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "mode": "offline",
         "warm_articles": len(warm),
         "warm_s": warm_s,
+        # a namespace kept by an earlier run (--reuse) also holds that run's probes
+        "reused_namespace": args.reuse is not None,
+        "documents_at_start": documents_at_start,
         "articles": len(found),
         "every_s": args.every,
         "window_s": window_s,

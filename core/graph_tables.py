@@ -37,8 +37,8 @@ entities, relationships, text units, documents, claims), so they are searchable 
 seconds; communities and reports stay those of the last run (``meta.reports_from``).
 
 **Retention and small files.** The versions of the last ``keep`` runs stay readable as of their
-number, with the light commits between them. After ``compact_every`` commits, at the next run,
-the small files of each table are compacted (Delta ``optimize``);
+number, with the light commits between them. After ``compact_every`` commits the next commits
+maintain one table each: files below 1 MiB are compacted (Delta ``optimize``);
 rows superseded before the oldest kept version are dropped by rewriting the table when they
 outnumber the live ones; files no Delta version still needs are vacuumed after
 ``vacuum_hours`` (readers part-way through an older Delta version keep theirs meanwhile), and a
@@ -87,7 +87,8 @@ VERSIONS = "_versions"
 FORMAT = 2  # graph-table format (1 was the JSON-lines snapshot directories)
 _VERSION, _DELETED, _COMMIT = "_version", "_deleted", "_commit"
 COMPACT_FILES = 8  # a table with fewer data files is left as it is by maintenance
-COMPACT_TARGET_BYTES = 4 * 1024 * 1024  # compaction merges smaller files into ones this big
+COMPACT_TARGET_BYTES = 1024 * 1024  # compaction merges smaller files into ones this big
+MAINTAINED = (*TABLES, VERSIONS)
 
 
 class GraphTablesError(SnapshotStoreError):
@@ -371,6 +372,7 @@ class GraphTables:
         # the query service reads from worker threads: one at a time through the kept tables
         self._lock = threading.RLock()
         self._since_maintain = 0  # commits by this writer since its last ``maintain``
+        self._maintain_next = 0  # which table of MAINTAINED its commits maintain next
         self.last_maintain_s = 0.0  # how long the last maintenance a commit made took
         self._infos: tuple[int, tuple[VersionInfo, ...]] | None = None  # by Delta version
         self._listed_by_me: int | None = None  # the version this writer listed last
@@ -674,16 +676,15 @@ class GraphTables:
         self._listed_by_me = version
         info = VersionInfo(version, committed_at, meta, rows, changed, commit)
         self._since_maintain += 1
-        # maintenance takes seconds on a large graph: after a community run (which takes
-        # longer anyway), not in the middle of the light commits between runs, unless those
-        # alone have piled up far more small files than a run would leave
-        if self._since_maintain >= self.compact_every and (
-            meta.kind != "rows" or self._since_maintain >= 10 * self.compact_every
-        ):
+        # maintenance of every table at once takes seconds on a large graph, and the writer
+        # makes a light commit every second or so: once due, each commit maintains one table
+        if self._since_maintain >= self.compact_every:
             started = time.monotonic()
-            self.maintain()
+            self.maintain(only=MAINTAINED[self._maintain_next])
             self.last_maintain_s = round(time.monotonic() - started, 3)
-            self._since_maintain = 0
+            self._maintain_next = (self._maintain_next + 1) % len(MAINTAINED)
+            if self._maintain_next == 0:
+                self._since_maintain = 0
         return info
 
     def latest_listed(self) -> int | None:
@@ -702,9 +703,9 @@ class GraphTables:
 
     # -- retention -------------------------------------------------------------------------
 
-    def maintain(self) -> dict[str, Any]:
+    def maintain(self, only: str | None = None) -> dict[str, Any]:
         """Compact small files, drop row versions older than retention needs, vacuum files no
-        Delta version needs any more, checkpoint the logs."""
+        Delta version needs any more, checkpoint the logs: of every table, or ``only`` one."""
         from deltalake import write_deltalake
 
         infos = self.version_infos_all()
@@ -713,7 +714,7 @@ class GraphTables:
         kept = self._kept(infos)
         oldest = kept[0]
         report: dict[str, Any] = {}
-        for name in (*TABLES, VERSIONS):
+        for name in MAINTAINED if only is None else (only,):
             dt = self._open(name)
             if dt is None:
                 continue
