@@ -15,6 +15,11 @@
   publishes on ``community-events``. The event loop only does I/O, so the consumer keeps
   heartbeating however long the run takes. A run is also made with no new change when the
   last one said work is due (a refused report's retry, a deferred summary reaching its age).
+- **Light commits.** Between runs, changes are handed to the child at most
+  ``fresh_commit_s`` after they arrive (sooner when the feed pauses), which commits the rows
+  they wrote as a graph version of their own (``runner.absorb``), so new articles are
+  searchable without waiting for a run. While a run works the leader keeps reading and puts
+  what is due in the child's inbox; the run makes those commits between its phases.
 - **Failure.** A run that raises, or a child that dies (``BrokenProcessPool``), costs that
   run, not the job: the pool is replaced if it broke, the leader waits with a doubling
   backoff, and leads again from the checkpoint's offsets, so the changes of the failed run are
@@ -29,6 +34,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import queue
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ProcessPoolExecutor
@@ -280,9 +286,16 @@ class CommunityJob:
         except Exception as e:
             raise RunFailed(f"{type(e).__name__}: {e}") from e
 
+    def _clear_inbox(self) -> None:
+        """Drop what a failed run left unread: leading again re-reads it from Kafka."""
+        with contextlib.suppress(queue.Empty, OSError, ValueError):
+            while True:
+                self._inbox.get_nowait()
+
     async def _lead(
         self, elector: AIOKafkaConsumer, leadership: _Leadership, producer: AIOKafkaProducer
     ) -> None:
+        self._clear_inbox()
         start = await self._in_pool(checkpoint_offsets, self._settings_json)
         topic = self.settings.topics.graph_changes
         feed_consumer = AIOKafkaConsumer(
