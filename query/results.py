@@ -108,6 +108,8 @@ def describe_basis(basis: dict[str, Any]) -> str:
         return "" if value is None else f" ({value:.0f} s old)"
 
     graph = f"graph v{basis['graph_version']}{old(basis.get('graph_age_s'))}"
+    if not basis.get("reports_version"):
+        return f"{graph}, no community reports yet"
     if basis.get("reports_version") == basis.get("graph_version"):
         return f"{graph}, reports from the same run"
     return f"{graph} · reports of v{basis['reports_version']}{old(basis.get('reports_age_s'))}"

@@ -287,6 +287,8 @@ class TestBasis:
         assert basis["reports_age_s"] - basis["graph_age_s"] == 40
         assert "reports of v9" in describe_basis(basis)
         assert "same run" in describe_basis(graph_basis(run))
+        first = SnapshotMeta(1, "2026-12-01T10:00:00Z", "", kind="rows")  # before any run
+        assert "no community reports yet" in describe_basis(graph_basis(first))
 
 
 class TestDuringARun:
