@@ -249,8 +249,8 @@ class CommunitySettings(BaseModel):
         20,
         ge=1,
         description="Graph-table maintenance (compaction of small files, dropping row "
-        "versions older than retention, vacuum) once this many versions were committed, at "
-        "the next community run",
+        "versions older than retention, vacuum) once this many versions were committed: "
+        "then each commit maintains one table",
     )
     fresh_commit_s: float = Field(
         1.0,
