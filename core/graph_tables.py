@@ -36,6 +36,11 @@ between runs the job makes *light commits* of the rows new articles wrote (``"ro
 entities, relationships, text units, documents, claims), so they are searchable within
 seconds; communities and reports stay those of the last run (``meta.reports_from``).
 
+**On an object store** (``tables.uri = s3://…``) the same protocol holds: every Delta commit
+is a conditional put (``core.object_store``), the listing commit above included. Any failure
+to reach the store is a ``GraphStoreUnavailableError`` with a one-line reason: readers keep
+the version they have, the writer retries with its next commit.
+
 **Retention and small files.** The versions of the last ``keep`` runs stay readable as of their
 number, with the light commits between them. After ``compact_every`` commits the next commits
 maintain one table each: files below 1 MiB are compacted (Delta ``optimize``);
@@ -70,6 +75,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from core.errors import ConfigError
+from core.object_store import delta_storage_options, one_line
 from core.settings import Settings
 from core.snapshot_store import (
     SnapshotCorruptError,
@@ -93,6 +99,29 @@ MAINTAINED = (*TABLES, VERSIONS)
 
 class GraphTablesError(SnapshotStoreError):
     """A graph-table operation that cannot be done; says what to do."""
+
+
+class GraphStoreUnavailableError(SnapshotStoreError):
+    """The tables' storage could not be reached or refused a request (network, credentials)."""
+
+
+_F = typing.TypeVar("_F", bound=typing.Callable[..., Any])
+
+
+def _storage_io(method: _F) -> _F:
+    """Turn the ``OSError`` delta-rs and pyarrow raise for storage failures into a
+    ``GraphStoreUnavailableError`` naming the tables and the reason in one line."""
+
+    @functools.wraps(method)
+    def wrapper(self: GraphTables, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as err:
+            raise GraphStoreUnavailableError(
+                f"graph tables at {self.root} not reachable: {one_line(err)}"
+            ) from err
+
+    return typing.cast(_F, wrapper)
 
 
 # ---- schema: dataclass fields -> Arrow columns ---------------------------------------------
@@ -380,6 +409,11 @@ class GraphTables:
     def uri(self, table: str) -> str:
         return f"{self.root}/{table}"
 
+    @property
+    def remote(self) -> bool:
+        """On an object store (each look at it is a request, not a ``stat``)."""
+        return "://" in self.root and not self.root.startswith("file://")
+
     # -- reading ---------------------------------------------------------------------------
 
     def _open(self, table: str) -> Any:
@@ -411,6 +445,7 @@ class GraphTables:
         kept = set(self._kept(out))
         return [v for v in out if v.version in kept]
 
+    @_storage_io
     def version_infos_all(self) -> list[VersionInfo]:
         """Every listed version, retention ignored (the writer's view), oldest first."""
         with self._lock:
@@ -494,6 +529,7 @@ class GraphTables:
             )
         return before[-1]
 
+    @_storage_io
     def read_table(
         self,
         table: str,
@@ -527,9 +563,10 @@ class GraphTables:
         tables = {name: arrow_to_rows(name, raw.pop(name), derived.get(name)) for name in TABLES}
         return Snapshot(meta=info.meta, **tables)
 
+    @_storage_io
     def pointer_stamp(self) -> tuple[int, int, int] | None:
         """A cheap change detector for readers: it changes whenever a version is listed."""
-        if "://" in self.root:
+        if self.remote:
             with self._lock:
                 dt = self._open(VERSIONS)
                 return None if dt is None else (int(dt.version()), 0, 0)
@@ -620,6 +657,7 @@ class GraphTables:
         self.commit(dataclasses.replace(meta, counts=counts), changes)
         return KnownRows(meta.version, digests)
 
+    @_storage_io
     def commit(self, meta: SnapshotMeta, changes: Mapping[str, TableChange]) -> VersionInfo:
         """Append ``changes`` as version ``meta.version`` (atomic across tables, see above)."""
         from deltalake import write_deltalake
@@ -703,6 +741,7 @@ class GraphTables:
 
     # -- retention -------------------------------------------------------------------------
 
+    @_storage_io
     def maintain(self, only: str | None = None) -> dict[str, Any]:
         """Compact small files, drop row versions older than retention needs, vacuum files no
         Delta version needs any more, checkpoint the logs: of every table, or ``only`` one."""
@@ -856,6 +895,7 @@ def open_graph_store(settings: Settings, *, convert: bool = False) -> GraphTable
     store = GraphTables(
         settings.tables_uri,
         keep=settings.community.keep_snapshots,
+        storage_options=delta_storage_options(settings.tables),
         compact_every=settings.community.compact_every,
     )
     if convert:

@@ -7,13 +7,19 @@ every ``HEARTBEAT_S`` seconds while it leads; writes are atomic (temporary file 
 a reader sees the old or the new status, never a torn one. A reader tells a live job from a
 dead one by ``updated_at``: a leader that stopped writing for ``3 × HEARTBEAT_S`` is gone.
 
+With the graph tables in a bucket (``tables.uri = s3://…``) the status is also put beside them
+(``<namespace>/community-job/status.json``) by a thread of the job's own (``StatusUploader``),
+so a query service on another machine reads it there; the job never waits on the object store.
+
 Items the LLM refused (a report or a description summary) are listed with their reason and
 when they will be tried again; the list is bounded, the count is not.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,8 +27,12 @@ from typing import Any, Literal
 
 import orjson
 
+from core.object_store import ObjectFile, ObjectStoreError
 from core.settings import Settings
 
+log = logging.getLogger(__name__)
+
+STATUS_KEY = "community-job/status.json"  # under the namespace, on disk or in the bucket
 HEARTBEAT_S = 5.0
 FAILED_ITEMS_SHOWN = 50
 
@@ -104,7 +114,7 @@ class JobStatus:
 
 
 def status_path(settings: Settings) -> Path:
-    return settings.data_dir / settings.namespace / "community-job" / "status.json"
+    return settings.data_dir / settings.namespace / STATUS_KEY
 
 
 def write_status(settings: Settings, status: JobStatus) -> None:
@@ -119,7 +129,13 @@ def read_status(settings: Settings) -> JobStatus | None:
     """The last status written, or None when no job has ever led this namespace (or the file
     cannot be read: a reader must never fail because of it)."""
     try:
-        data = orjson.loads(status_path(settings).read_bytes())
+        if settings.tables.remote:
+            raw = ObjectFile(settings, STATUS_KEY).read()
+            if raw is None:
+                return None
+        else:
+            raw = status_path(settings).read_bytes()
+        data = orjson.loads(raw)
         last = data.get("last_run")
         light = data.get("last_light_commit")
         return JobStatus(
@@ -130,5 +146,69 @@ def read_status(settings: Settings) -> JobStatus | None:
                 "failed_items": tuple(FailedItem(**f) for f in data.get("failed_items", ())),
             }
         )
+    except ObjectStoreError as e:
+        log.debug("community job status not read: %s", e)
+        return None
     except (OSError, ValueError, TypeError):
         return None
+
+
+class StatusUploader:
+    """Puts the newest status into the bucket from a thread of its own: the job hands over
+    bytes and goes on; a status superseded before it was sent is skipped, and one the store
+    refused is sent again (unless a newer one came) every ``retry_s``."""
+
+    def __init__(self, settings: Settings, retry_s: float = 2.0) -> None:
+        self._file = ObjectFile(settings, STATUS_KEY)
+        self._retry_s = retry_s
+        self._pending: bytes | None = None
+        self._closed = False
+        self._busy = False
+        self._cond = threading.Condition()
+        self.last_error: str | None = None
+        self._thread = threading.Thread(target=self._run, name="status-upload", daemon=True)
+        self._thread.start()
+
+    def submit(self, data: bytes) -> None:
+        with self._cond:
+            self._pending = data
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._pending is None and not self._closed:
+                    self._cond.wait()
+                if self._pending is None:
+                    return
+                data, self._pending, self._busy = self._pending, None, True
+            try:
+                self._file.write(data)
+                if self.last_error is not None:
+                    log.info("community job status written to %s again", self._file.uri)
+                self.last_error = None
+            except ObjectStoreError as e:
+                if self.last_error is None:
+                    log.warning("community job status not written: %s", e)
+                self.last_error = str(e)
+                with self._cond:
+                    if self._pending is None and not self._closed:
+                        self._pending = data
+                        self._cond.wait(self._retry_s)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Send what is pending (the job's last status), waiting at most ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while (self._pending is not None or self._busy) and self.last_error is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            self._closed = True
+            self._pending = None
+            self._cond.notify_all()

@@ -14,7 +14,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+import orjson
+from pydantic import (
+    BaseModel,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -320,6 +328,52 @@ class ApiSettings(BaseModel):
     max_request_bytes: int = Field(1_000_000, ge=1024, description="Largest request body")
 
 
+class TablesSettings(BaseModel):
+    """Where the graph tables live: a local directory (the default) or an S3-compatible bucket
+    that query services on other machines read (``core.object_store``)."""
+
+    uri: str = Field(
+        "",
+        description="Empty: <data_dir>/<namespace>/tables on the local disk. Or a bucket URI "
+        "s3://bucket/prefix (the namespace is appended), or a local directory",
+    )
+    endpoint_url: str = Field(
+        "",
+        description="S3-compatible endpoint, e.g. http://127.0.0.1:19000 (versitygw, MinIO); "
+        "empty: AWS S3 (or AWS_ENDPOINT_URL)",
+    )
+    region: str = Field("", description="Empty: AWS_REGION, else us-east-1")
+    access_key_id: str = Field("", description="Empty: the standard AWS environment/profile")
+    secret_access_key: SecretStr | None = Field(None, description="With access_key_id")
+    timeout_s: float = Field(10.0, gt=0, description="One request to the object store")
+    max_retries: int = Field(2, ge=0, description="Retries of a failed request")
+    retry_timeout_s: float = Field(20.0, gt=0, description="Give up retrying after this")
+
+    @field_validator("uri")
+    @classmethod
+    def _check_uri(cls, v: str) -> str:
+        v = v.strip()
+        if "://" in v and not v.startswith(("s3://", "file://")):
+            raise ValueError(
+                "use s3://bucket/prefix for an S3-compatible object store, or a local directory"
+            )
+        if v.startswith("s3://") and not v[5:].split("/", 1)[0]:
+            raise ValueError("the URI names no bucket (s3://bucket/prefix)")
+        return v.rstrip("/")
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _check_endpoint(cls, v: str) -> str:
+        v = v.strip().rstrip("/")
+        if v and not v.startswith(("http://", "https://")):
+            raise ValueError("the endpoint is an http:// or https:// URL")
+        return v
+
+    @property
+    def remote(self) -> bool:
+        return self.uri.startswith("s3://")
+
+
 class ServicesSettings(BaseModel):
     """How ``kgrag services`` brings up a local Kafka and Weaviate without Docker."""
 
@@ -338,6 +392,13 @@ class ServicesSettings(BaseModel):
     weaviate_version: str = Field("1.39.0", description="Weaviate release (Go module)")
     weaviate_gossip_port: int = Field(17946, ge=1, le=65534, description="data port is +1")
     weaviate_raft_port: int = Field(18300, ge=1, le=65534, description="internal RPC port is +1")
+    versitygw_version: str = Field("1.8.0", description="S3-compatible object store (Go module)")
+    object_store_port: int = Field(19000, ge=1, le=65535, description="versitygw's S3 port")
+    object_store_bucket: str = Field("kgrag", description="Bucket created by `services up`")
+    object_store_access_key: str = Field("kgrag", description="versitygw's root access key")
+    object_store_secret_key: SecretStr = Field(
+        SecretStr("kgrag-local-secret"), description="versitygw's root secret (loopback only)"
+    )
     start_timeout_s: float = Field(120.0, gt=0)
 
 
@@ -361,6 +422,7 @@ class Settings(BaseSettings):
     extraction: ExtractionSettings = Field(default_factory=lambda: ExtractionSettings())
     community: CommunitySettings = Field(default_factory=lambda: CommunitySettings())
     api: ApiSettings = Field(default_factory=lambda: ApiSettings())
+    tables: TablesSettings = Field(default_factory=lambda: TablesSettings())
     services: ServicesSettings = Field(default_factory=lambda: ServicesSettings())
 
     @field_validator("namespace")
@@ -386,6 +448,19 @@ class Settings(BaseSettings):
                 raise ConfigError(f"KGRAG_CONFIG points to {config_file!r}, which is not a file")
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
         return tuple(sources)
+
+    def child_json(self) -> str:
+        """These settings as JSON for a child process, secrets included (``model_dump_json``
+        masks ``SecretStr`` values); read back with ``Settings.model_validate_json``."""
+
+        def reveal(value: Any) -> Any:
+            if isinstance(value, SecretStr):
+                return value.get_secret_value()
+            if isinstance(value, Path):
+                return str(value)
+            raise TypeError(f"not JSON: {type(value).__name__}")
+
+        return orjson.dumps(self.model_dump(), default=reveal).decode()
 
     # ---- derived names -------------------------------------------------------------
     @property
@@ -429,9 +504,18 @@ class Settings(BaseSettings):
         return self.data_dir / self.namespace / "snapshots"
 
     @property
+    def namespace_uri(self) -> str:
+        """What the namespace shares with other machines: its graph tables and the community
+        job's status (a local directory, or a prefix in a bucket: ``tables.uri``)."""
+        base = self.tables.uri.removeprefix("file://")
+        if not base:
+            return str(self.data_dir / self.namespace)
+        return f"{base}/{self.namespace}"
+
+    @property
     def tables_uri(self) -> str:
         """The namespace's graph tables (Delta Lake, ``core.graph_tables``)."""
-        return str(self.data_dir / self.namespace / "tables")
+        return f"{self.namespace_uri}/tables"
 
 
 def _format_validation_error(err: ValidationError) -> str:

@@ -25,7 +25,7 @@ app = typer.Typer(
     add_completion=False,
 )
 services_app = typer.Typer(
-    help="Local Kafka and Weaviate (no Docker needed).", no_args_is_help=True
+    help="Local Kafka, Weaviate and object store (no Docker needed).", no_args_is_help=True
 )
 from kgrag.cli_query import api_cmd, query_app, trends_cmd, watch_cmd  # noqa: E402
 from kgrag.cli_status import status_cmd  # noqa: E402
@@ -48,16 +48,17 @@ def _settings() -> Settings:
 def services_up(
     docker: Annotated[bool, typer.Option(help="Use docker compose instead")] = False,
 ) -> None:
-    """Start Kafka and Weaviate (reusing ones already started), wait until usable."""
+    """Start Kafka, Weaviate and the object store (reusing ones already started), wait until
+    usable."""
     from kgrag.services import launcher
 
     if docker:
         launcher.docker_up()
-        console.print("[green]Kafka and Weaviate are up (docker compose)[/]")
+        console.print("[green]Kafka, Weaviate and the object store are up (docker compose)[/]")
         return
     settings = _settings()
     started = time.monotonic()
-    with console.status("starting Kafka and Weaviate (first run downloads and builds them)…"):
+    with console.status("starting Kafka, Weaviate and versitygw (the first run builds them)…"):
         records = launcher.up(settings)
     for rec in records:
         ports = ", ".join(f"{k} {v}" for k, v in rec.ports.items())
@@ -81,7 +82,7 @@ def services_down(
 
 @services_app.command("status")
 def services_status() -> None:
-    """Health, version and ports of Kafka and Weaviate."""
+    """Health, version and ports of Kafka, Weaviate and the object store."""
     from kgrag.services import launcher
 
     table = Table("service", "ours", "healthy", "version", "pid", "ports", "endpoint")
@@ -96,6 +97,17 @@ def services_status() -> None:
             st.detail,
         )
     console.print(table)
+
+
+@services_app.command("bucket")
+def services_bucket() -> None:
+    """Create the bucket ``tables.uri`` names (KGRAG_TABLES__URI=s3://bucket/prefix) at
+    ``tables.endpoint_url`` with ``tables``' credentials, unless it exists."""
+    from core.object_store import bucket_for
+
+    settings = _settings()
+    created = bucket_for(settings)
+    console.print(f"bucket of {settings.tables.uri}: {'created' if created else 'already there'}")
 
 
 # ---- topics, worker, publish -------------------------------------------------------------

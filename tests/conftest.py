@@ -2,8 +2,10 @@
 
 Services are found in this order: endpoints given by environment variables
 (``KGRAG_KAFKA__BOOTSTRAP_SERVERS`` and ``KGRAG_WEAVIATE__URL`` with ``KGRAG_TEST_SERVICES=env``);
-else testcontainers when a Docker engine answers; else the project's own launcher. Integration
-tests never fall back to fakes. Every session gets its own namespace, so topics, the faust app id
+else testcontainers when a Docker engine answers; else the project's own launcher. The S3-compatible
+object store (versitygw) always comes from the launcher (or ``KGRAG_TEST_OBJECT_STORE_URL``
+with ``env``), since no test container of it is pinned. Integration tests never fall back to
+fakes. Every session gets its own namespace, so topics, the faust app id
 and Weaviate collections of an earlier run never leak into a result.
 """
 
@@ -56,35 +58,48 @@ def _docker_engine() -> bool:
 @pytest.fixture(scope="session")
 def service_endpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
     """Kafka and Weaviate endpoints for the whole session (see the module docstring)."""
+    from kgrag.services import launcher, objectstore
+
     mode = os.environ.get("KGRAG_TEST_SERVICES", "auto")
+    base = load_settings()
+    s = base.services
+    store = {
+        "object_store.url": objectstore.endpoint_url(base),
+        "object_store.bucket": s.object_store_bucket,
+        "object_store.access_key": s.object_store_access_key,
+        "object_store.secret_key": s.object_store_secret_key.get_secret_value(),
+    }
     if mode == "env":
-        base = load_settings()
         yield {
             "kafka.bootstrap_servers": base.kafka.bootstrap_servers,
             "weaviate.url": base.weaviate.url,
             "weaviate.grpc_port": base.weaviate.grpc_port,
+            **store,
+            "object_store.url": os.environ.get(
+                "KGRAG_TEST_OBJECT_STORE_URL", store["object_store.url"]
+            ),
         }
         return
     if mode in ("auto", "docker") and _docker_engine():
         from testcontainers.community.kafka import KafkaContainer
         from testcontainers.community.weaviate import WeaviateContainer
 
+        objectstore.up(base)
         with KafkaContainer().with_kraft() as kafka, WeaviateContainer() as wv:
             host = wv.get_container_host_ip()
             yield {
                 "kafka.bootstrap_servers": kafka.get_bootstrap_server(),
                 "weaviate.url": f"http://{host}:{wv.get_exposed_port(8080)}",
                 "weaviate.grpc_port": int(wv.get_exposed_port(50051)),
+                **store,
             }
         return
-    from kgrag.services import launcher
-
-    base = load_settings()
     launcher.up(base)  # idempotent: reuses services `make test` already started
     yield {
         "kafka.bootstrap_servers": base.kafka.bootstrap_servers,
         "weaviate.url": base.weaviate.url,
         "weaviate.grpc_port": base.weaviate.grpc_port,
+        **store,
     }
 
 
@@ -125,4 +140,14 @@ def settings_env(settings: Settings) -> dict[str, str]:
     )
     if settings.llm.base_url:
         env["KGRAG_LLM__BASE_URL"] = settings.llm.base_url
+    t = settings.tables
+    if t.uri:
+        env["KGRAG_TABLES__URI"] = t.uri
+        env["KGRAG_TABLES__ENDPOINT_URL"] = t.endpoint_url
+        env["KGRAG_TABLES__ACCESS_KEY_ID"] = t.access_key_id
+        env["KGRAG_TABLES__TIMEOUT_S"] = str(t.timeout_s)
+        env["KGRAG_TABLES__MAX_RETRIES"] = str(t.max_retries)
+        env["KGRAG_TABLES__RETRY_TIMEOUT_S"] = str(t.retry_timeout_s)
+        if t.secret_access_key is not None:
+            env["KGRAG_TABLES__SECRET_ACCESS_KEY"] = t.secret_access_key.get_secret_value()
     return env

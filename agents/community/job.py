@@ -39,7 +39,7 @@ import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -49,6 +49,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from agents.community import runner
 from agents.community.state import checkpoint_offsets
+from core.graph_tables import GraphStoreUnavailableError
 from core.job_status import (
     FAILED_ITEMS_SHOWN,
     HEARTBEAT_S,
@@ -56,6 +57,7 @@ from core.job_status import (
     JobStatus,
     LastRun,
     LightCommit,
+    StatusUploader,
     read_status,
     write_status,
 )
@@ -143,7 +145,15 @@ async def _ensure_leader_topic(settings: Settings) -> None:
 
 
 class RunFailed(Exception):
-    """A run raised or its child process died; the leader re-leads from the checkpoint."""
+    """A run raised or its child process died; the leader re-leads from the checkpoint.
+
+    ``transient``: the graph tables' storage could not be reached (an object-store outage);
+    the leader tries again at the base backoff instead of doubling it, so it catches up within
+    seconds of the store coming back."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 def _failed_items(failures: dict[str, dict[str, Any]]) -> tuple[FailedItem, ...]:
@@ -176,7 +186,7 @@ class CommunityJob:
         self._next_due_at: float | None = None  # unix time
         self._inbox: Any = None  # the child's inbox for light commits during a run
         self._pool = self._new_pool()
-        self._settings_json = settings.model_dump_json()
+        self._settings_json = settings.child_json()
         self.status = JobStatus(
             "starting",
             os.getpid(),
@@ -185,6 +195,7 @@ class CommunityJob:
             supervisor_restarts=supervisor_restarts,
         )
         self._last_status_write = 0.0
+        self._uploader = StatusUploader(settings) if settings.tables.remote else None
 
     def _new_pool(self) -> ProcessPoolExecutor:
         """One child; a fresh inbox with it (what a dead child left in the old one is read
@@ -208,6 +219,8 @@ class CommunityJob:
             write_status(self.settings, self.status)
         except OSError as e:  # the status is for readers; the job goes on without it
             log.warning("community job status not written: %s", e)
+        if self._uploader is not None:
+            self._uploader.submit(orjson.dumps(asdict(self.status)))
 
     def _heartbeat(self) -> None:
         if time.monotonic() - self._last_status_write >= HEARTBEAT_S:
@@ -254,6 +267,8 @@ class CommunityJob:
         finally:
             if leadership.leader.is_set():
                 self._set_status(state="stopped")
+            if self._uploader is not None:
+                await asyncio.to_thread(self._uploader.close)
             await producer.stop()
             await elector.stop()
             self._pool.shutdown(cancel_futures=True)
@@ -265,6 +280,8 @@ class CommunityJob:
             self.failure_backoff_max_s,
             self.failure_backoff_s * 2 ** (self._consecutive_failures - 1),
         )
+        if error.transient:
+            wait = self.failure_backoff_s
         log.error(
             "community run failed (%s); leading again from the checkpoint in %.0fs", error, wait
         )
@@ -283,6 +300,8 @@ class CommunityJob:
             self._pool = self._new_pool()
             self.status = replace(self.status, pool_restarts=self.status.pool_restarts + 1)
             raise RunFailed(f"the run's child process died ({e or 'BrokenProcessPool'})") from e
+        except GraphStoreUnavailableError as e:
+            raise RunFailed(f"{type(e).__name__}: {e}", transient=True) from e
         except Exception as e:
             raise RunFailed(f"{type(e).__name__}: {e}") from e
 

@@ -1,4 +1,5 @@
-"""``kgrag services up | down | status``: local Kafka and Weaviate, the same for everyone.
+"""``kgrag services up | down | status``: local Kafka, Weaviate and an S3-compatible object
+store (versitygw), the same for everyone.
 
 ``up`` is idempotent (services we started and that still run are reused); ``down`` stops
 exactly the processes recorded in our state directory; ``status`` reports health, version
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from core.errors import ServiceError
 from core.settings import Settings
-from kgrag.services import kafka, weaviate
+from kgrag.services import kafka, objectstore, weaviate
 from kgrag.services.process import (
     ServiceRecord,
     owned_alive,
@@ -35,13 +36,17 @@ class ServiceStatus:
 
 
 def up(settings: Settings) -> list[ServiceRecord]:
-    return [kafka.up(settings), weaviate.up(settings)]
+    return [kafka.up(settings), weaviate.up(settings), objectstore.up(settings)]
 
 
 def down(settings: Settings) -> list[str]:
     """Stop the processes we recorded; return the names of those stopped."""
     stopped = []
-    for name, rec in (("weaviate", weaviate.record(settings)), ("kafka", kafka.record(settings))):
+    for name, rec in (
+        ("object-store", objectstore.record(settings)),
+        ("weaviate", weaviate.record(settings)),
+        ("kafka", kafka.record(settings)),
+    ):
         if owned_alive(rec):
             assert rec is not None
             stop_pid(rec.pid)
@@ -55,6 +60,8 @@ def status(settings: Settings) -> list[ServiceStatus]:
     k_healthy = port_open(int(port), host)
     wrec = weaviate.record(settings)
     w_healthy = weaviate.ready(settings)
+    orec = objectstore.record(settings)
+    o_healthy = objectstore.ready(settings)
     return [
         ServiceStatus(
             name="kafka",
@@ -73,6 +80,15 @@ def status(settings: Settings) -> list[ServiceStatus]:
             ports=wrec.ports if wrec else {"http": settings.weaviate.http_port},
             pid=wrec.pid if wrec and owned_alive(wrec) else None,
             detail=settings.weaviate.url,
+        ),
+        ServiceStatus(
+            name="object-store",
+            running=owned_alive(orec),
+            healthy=o_healthy,
+            version=settings.services.versitygw_version if orec else None,
+            ports=orec.ports if orec else {"s3": settings.services.object_store_port},
+            pid=orec.pid if orec and owned_alive(orec) else None,
+            detail=objectstore.endpoint_url(settings),
         ),
     ]
 
@@ -100,7 +116,7 @@ def compose_file() -> Path:
     return Path(__file__).resolve().parents[2] / "docker-compose.yml"
 
 
-def docker_up(services: tuple[str, ...] = ("kafka", "weaviate")) -> None:
+def docker_up(services: tuple[str, ...] = ("kafka", "weaviate", "object-store")) -> None:
     if not docker_available():
         raise ServiceError(
             "no Docker engine answers here; run 'kgrag services up' without --docker "

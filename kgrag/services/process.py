@@ -58,6 +58,25 @@ def require_tool(tool: str, hint: str) -> str:
     return found
 
 
+def go_install(module: str, version: str, binary: Path) -> Path:
+    """Build ``module@v<version>`` with ``go install`` into ``binary``'s directory unless the
+    binary is there (Go's own module and build caches make a rebuild cheap)."""
+    if binary.exists():
+        return binary
+    go = require_tool("go", "install Go 1.26 or newer (https://go.dev/doc/install)")
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "CGO_ENABLED": "0", "GOBIN": str(binary.parent)}
+    started = time.monotonic()
+    cmd = [go, "install", f"{module}@v{version}"]
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if result.returncode != 0 or not binary.exists():
+        raise ServiceError(
+            f"building {binary.name} {version} failed:\n{(result.stdout + result.stderr)[-3000:]}"
+        )
+    (binary.parent / "build-seconds").write_text(f"{time.monotonic() - started:.1f}\n")
+    return binary
+
+
 def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)

@@ -9,20 +9,18 @@ so we also wait until a schema write (create and delete a collection) succeeds.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 
 import httpx
 
-from core.errors import ServiceError
 from core.settings import Settings
 from kgrag.services.process import (
     ServiceRecord,
     ensure_ports_free,
+    go_install,
     owned_alive,
     pid_alive,
-    require_tool,
     spawn,
     wait_until,
 )
@@ -38,22 +36,7 @@ def binary_path(settings: Settings) -> Path:
 
 def prepare(settings: Settings) -> Path:
     """Build weaviate-server with ``go install`` unless the cached binary exists."""
-    binary = binary_path(settings)
-    if binary.exists():
-        return binary
-    go = require_tool("go", "install Go 1.26 or newer (https://go.dev/doc/install)")
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "CGO_ENABLED": "0", "GOBIN": str(binary.parent)}
-    cmd = [go, "install", f"{MODULE}@v{settings.services.weaviate_version}"]
-    started = time.monotonic()
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    if result.returncode != 0 or not binary.exists():
-        raise ServiceError(
-            f"building weaviate-server {settings.services.weaviate_version} failed:\n"
-            f"{(result.stdout + result.stderr)[-3000:]}"
-        )
-    (binary.parent / "build-seconds").write_text(f"{time.monotonic() - started:.1f}\n")
-    return binary
+    return go_install(MODULE, settings.services.weaviate_version, binary_path(settings))
 
 
 def _state(settings: Settings) -> Path:

@@ -32,9 +32,10 @@ def routes(state: ServiceState) -> APIRouter:
         "/healthz",
         summary="Snapshot version and age, Kafka and Weaviate reachability, community job",
         description="`status` is `ok`, `degraded` (with one sentence per problem in "
-        "`reasons`: Kafka or Weaviate unreachable, graph changes pending while the newest "
-        "version is older than `community.stale_after_s`, items the LLM refused) or "
-        "`no_snapshot`. `community_job` is the job's status file (null before it ever ran); "
+        "`reasons`: Kafka, Weaviate or the graph tables unreachable, graph changes pending "
+        "while the newest version is older than `community.stale_after_s`, items the LLM "
+        "refused) or `no_snapshot`. `community_job` is the job's status (null before it "
+        "ever ran); `graph_tables` whether the tables could be read at the last look; "
         "`pending_changes` the graph changes not yet in the served snapshot (null when "
         "Kafka could not be read).",
     )
@@ -45,13 +46,16 @@ def routes(state: ServiceState) -> APIRouter:
             pending_probe.refresh(),
         )
         index = await state.holder.get()
-        job = read_status(state.settings)
+        job = await asyncio.to_thread(read_status, state.settings)
         pending = pending_in(index, ends)
         unreachable = [
             f"{name} is not reachable: {detail}"
             for name, (ok, detail) in (("Kafka", kafka), ("Weaviate", weaviate))
             if not ok
         ]
+        tables = tables_health(state, index)
+        if not tables["reachable"]:
+            unreachable.append(tables["detail"])
         health = assess(
             snapshot_version=None if index is None else index.version,
             snapshot_age_s=None if index is None else snapshot_age_s(index),
@@ -66,6 +70,7 @@ def routes(state: ServiceState) -> APIRouter:
             "snapshot": None if index is None else snapshot_info(index),
             "kafka": {"reachable": kafka[0], "detail": kafka[1]},
             "weaviate": {"reachable": weaviate[0], "detail": weaviate[1]},
+            "graph_tables": tables,
             "mode": "offline" if state.deps is None or state.deps.llm is None else "llm",
             "pending_changes": pending,
             "community_job": None if job is None else job.to_json(),
@@ -76,10 +81,27 @@ def routes(state: ServiceState) -> APIRouter:
         index = await state.holder.get()
         _set_snapshot_gauges(state.metrics, index)
         _, ends = await asyncio.gather(state.lag.refresh(), pending_probe.refresh())
-        state.metrics.set_community(read_status(state.settings), pending_in(index, ends))
+        job = await asyncio.to_thread(read_status, state.settings)
+        state.metrics.set_community(job, pending_in(index, ends))
         return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
 
     return router
+
+
+def tables_health(state: ServiceState, index: QueryIndex | None) -> dict[str, Any]:
+    """Whether the graph tables could be read at the last look (no I/O here: the refresher
+    looks every ``refresh_interval_s``), and since when they could not."""
+    holder = state.holder
+    error = holder.unreachable
+    if error is None:
+        return {"uri": holder.store.root, "reachable": True, "detail": "readable", "since": None}
+    serving = "no version yet" if index is None else f"serving version {index.version} until then"
+    return {
+        "uri": holder.store.root,
+        "reachable": False,
+        "detail": f"{error}; {serving}",
+        "since": holder.failing_since,
+    }
 
 
 def pending_in(index: QueryIndex | None, ends: dict[int, int] | None) -> int | None:

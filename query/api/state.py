@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from core.graph_tables import (
+    GraphStoreUnavailableError,
     GraphTables,
     GraphTablesError,
     VersionInfo,
@@ -69,6 +70,7 @@ class IndexHolder:
         self.store = store
         self._settings = settings
         self.last_error: Exception | None = None
+        self.failing_since: float | None = None  # unix time the store first failed, if failing
         self._metrics = metrics
         self._index: QueryIndex | None = None
         self._stamp: PointerStamp | None = _UNSEEN
@@ -84,7 +86,6 @@ class IndexHolder:
     async def refresh(self) -> QueryIndex | None:
         """Put the latest graph version in service, off the event loop, if it is newer."""
         async with self._lock:
-            self._stamp = self.store.pointer_stamp()
             held = self._index
             index = await asyncio.to_thread(self._next_index, held)
             if index is None or index is held:
@@ -93,6 +94,29 @@ class IndexHolder:
             if self._metrics is not None:
                 self._metrics.snapshot_swaps.inc()
             return index
+
+    def _poll(self) -> PointerStamp | None:
+        """The store's change stamp, or the last one seen when the store cannot be reached
+        (the failure is kept in ``last_error`` for /healthz). Runs in a worker thread."""
+        try:
+            return self.store.pointer_stamp()
+        except GraphStoreUnavailableError as err:
+            self._failed(err)
+            return self._stamp
+
+    def _failed(self, err: SnapshotStoreError) -> None:
+        if str(err) != str(self.last_error):
+            held = self._index
+            log.warning("keeping version %s: %s", None if held is None else held.version, err)
+        if self.last_error is None:
+            self.failing_since = time.time()
+        self.last_error = err
+
+    @property
+    def unreachable(self) -> GraphStoreUnavailableError | None:
+        """Why the graph tables cannot be read now (None while they can)."""
+        err = self.last_error
+        return err if isinstance(err, GraphStoreUnavailableError) else None
 
     def _follow(self, held: QueryIndex, latest: VersionInfo) -> QueryIndex | None:
         """``held`` followed to ``latest`` row by row; None (read the whole version instead)
@@ -115,6 +139,7 @@ class IndexHolder:
         the whole version. A version that cannot be read keeps the one in service."""
         started = time.perf_counter()
         try:
+            self._stamp = self.store.pointer_stamp()
             infos = self.store.version_infos()
             if not infos or (held is not None and infos[-1].version <= held.version):
                 return held
@@ -128,10 +153,16 @@ class IndexHolder:
                 index = QueryIndex.from_snapshot(self.store.load(latest.version))
                 how = "whole"
         except SnapshotStoreError as err:
-            self.last_error = err
-            log.warning("keeping version %s: %s", None if held is None else held.version, err)
+            self._failed(err)
+            # an unreachable store is tried again at the next poll; a broken version waits
+            # for the next version instead
+            if isinstance(err, GraphStoreUnavailableError):
+                self._stamp = _UNSEEN
             return held
+        if self.last_error is not None:
+            log.info("graph tables readable again (%s)", self.store.root)
         self.last_error = None
+        self.failing_since = None
         took = time.perf_counter() - started
         if self._metrics is not None:
             self._metrics.swap_seconds.labels(how).observe(took)
@@ -146,7 +177,9 @@ class IndexHolder:
     async def get(self) -> QueryIndex | None:
         """The index to answer one request with: the current one, after starting a refresh
         when the pointer moved; only the first snapshot is waited for."""
-        if self.store.pointer_stamp() != self._stamp:
+        # a local store is asked at once (one stat); an object store only by ``run``'s polls,
+        # in a worker thread, so no request waits on the network for it
+        if not self.store.remote and self._poll() != self._stamp:
             self._refresh_in_background()
         task = self._task
         if self._index is None and task is not None and not task.done():
@@ -188,7 +221,8 @@ class IndexHolder:
     async def run(self, interval_s: float) -> None:
         """Poll the pointer so the index is warm before the next request needs it."""
         while True:
-            if self.store.pointer_stamp() != self._stamp:
+            stamp = await asyncio.to_thread(self._poll) if self.store.remote else self._poll()
+            if stamp != self._stamp or self.unreachable is not None:
                 await self._refresh_in_background()
             await asyncio.sleep(interval_s)
 

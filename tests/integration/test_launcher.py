@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.settings import Settings, load_settings
-from kgrag.services import kafka, launcher, weaviate
+from kgrag.services import kafka, launcher, objectstore, weaviate
 from kgrag.services.process import ServiceRecord, pid_alive, port_open
 
 PORTS = {
@@ -19,6 +19,7 @@ PORTS = {
     "grpc": 25051,
     "gossip": 27946,
     "raft": 28300,
+    "s3": 29000,
 }
 
 
@@ -45,6 +46,7 @@ def own_settings(
                     "kafka_controller_port": PORTS["controller"],
                     "weaviate_gossip_port": PORTS["gossip"],
                     "weaviate_raft_port": PORTS["raft"],
+                    "object_store_port": PORTS["s3"],
                 }
             ),
         }
@@ -61,21 +63,24 @@ def test_up_twice_reuses_status_reports_down_stops_only_ours(
     assert [r.pid for r in first] == [r.pid for r in second], "second up started new processes"
 
     statuses = {s.name: s for s in launcher.status(own_settings)}
-    assert set(statuses) == {"kafka", "weaviate"}
+    assert set(statuses) == {"kafka", "weaviate", "object-store"}
     assert all(s.running and s.healthy for s in statuses.values()), statuses
     assert statuses["weaviate"].version == own_settings.services.weaviate_version
     assert statuses["kafka"].version == own_settings.services.kafka_version
     assert statuses["kafka"].ports["broker"] == PORTS["kafka"]
+    assert statuses["object-store"].ports["s3"] == PORTS["s3"]
+    assert statuses["object-store"].version == own_settings.services.versitygw_version
 
     session = load_settings()  # the session's own services must survive our down
     session_kafka = kafka.record(session)
     session_weaviate = weaviate.record(session)
+    session_store = objectstore.record(session)
 
     stopped = launcher.down(own_settings)
-    assert sorted(stopped) == ["kafka", "weaviate"]
+    assert sorted(stopped) == ["kafka", "object-store", "weaviate"]
     assert not any(pid_alive(r.pid) for r in first)
-    assert not port_open(PORTS["kafka"]) and not port_open(PORTS["http"])
-    for rec in (session_kafka, session_weaviate):
+    assert not any(port_open(PORTS[p]) for p in ("kafka", "http", "s3"))
+    for rec in (session_kafka, session_weaviate, session_store):
         if rec is not None:
             assert pid_alive(rec.pid), f"down stopped the session's {rec.name}"
 

@@ -48,6 +48,8 @@ def test_same_releases_as_the_launcher(compose: dict[str, Any], defaults: Settin
     services = compose["services"]
     assert services["kafka"]["image"] == f"apache/kafka:{defaults.services.kafka_version}"
     assert services["weaviate"]["image"].endswith(f":{defaults.services.weaviate_version}")
+    versitygw = defaults.services.versitygw_version
+    assert services["object-store"]["image"] == f"ghcr.io/versity/versitygw:v{versitygw}"
 
 
 def test_same_ports_as_the_settings_defaults(compose: dict[str, Any], defaults: Settings) -> None:
@@ -79,12 +81,36 @@ def test_worker_points_at_the_compose_services(compose: dict[str, Any]) -> None:
     assert env["KGRAG_WEAVIATE__URL"].endswith(":18080")
 
 
-def test_the_query_service_shares_the_worker_settings_and_data(
+def test_two_query_services_share_nothing_with_the_worker_but_the_bucket(
     compose: dict[str, Any], defaults: Settings
 ) -> None:
-    api, worker = compose["services"]["api"], compose["services"]["worker"]
-    assert api["environment"] == worker["environment"]
-    assert api["volumes"] == worker["volumes"]
-    port = defaults.api.port
-    assert f"127.0.0.1:{port}:{port}" in api["ports"]
-    assert "api" in api["command"] and str(port) in api["command"]
+    services = compose["services"]
+    worker = services["worker"]
+    replicas = [services["api"], services["api-2"]]
+    volumes = {v.split(":")[0] for s in (worker, *replicas) for v in s["volumes"]}
+    assert len(volumes) == 3, "each process has a data directory of its own"
+    for api in replicas:
+        assert api["environment"] == worker["environment"]
+        assert "api" in api["command"]
+    assert worker["environment"]["KGRAG_TABLES__URI"].startswith("s3://")
+    host_ports = {p.split(":")[1] for api in replicas for p in api["ports"]}
+    assert host_ports == {str(defaults.api.port), str(defaults.api.port + 1)}
+
+
+def test_the_object_store_matches_the_launcher(compose: dict[str, Any], defaults: Settings) -> None:
+    s = defaults.services
+    store = compose["services"]["object-store"]
+    port = s.object_store_port
+    assert f"127.0.0.1:{port}:{port}" in store["ports"]
+    assert f":{port}" in store["command"] and "posix" in store["command"]
+    assert store["environment"]["ROOT_ACCESS_KEY_ID"] == s.object_store_access_key
+    secret = s.object_store_secret_key.get_secret_value()
+    assert store["environment"]["ROOT_SECRET_ACCESS_KEY"] == secret
+    env = compose["services"]["worker"]["environment"]
+    assert env["KGRAG_TABLES__ENDPOINT_URL"].endswith(f":{port}")
+    assert env["KGRAG_TABLES__URI"].startswith(f"s3://{s.object_store_bucket}/")
+    assert (env["KGRAG_TABLES__ACCESS_KEY_ID"], env["KGRAG_TABLES__SECRET_ACCESS_KEY"]) == (
+        s.object_store_access_key,
+        secret,
+    )
+    assert compose["services"]["bucket"]["command"] == ["kgrag", "services", "bucket"]
