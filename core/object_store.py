@@ -23,6 +23,7 @@ health probe and the CLI can quote them.
 from __future__ import annotations
 
 import re
+import typing
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -53,8 +54,25 @@ def one_line(err: BaseException, limit: int = 300) -> str:
     return line[:limit] or type(err).__name__
 
 
-def _region(tables: TablesSettings) -> str | None:
-    return tables.region or None
+def _given(tables: TablesSettings) -> dict[str, str]:
+    """What the settings say of the store (endpoint, region, credentials); what they leave
+    out the AWS environment or profile supplies, read by each client itself."""
+    given = {
+        "endpoint": tables.endpoint_url,
+        "region": tables.region,
+        "access_key_id": tables.access_key_id,
+    }
+    if tables.access_key_id and tables.secret_access_key is not None:
+        given["secret_access_key"] = tables.secret_access_key.get_secret_value()
+    return {k: v for k, v in given.items() if v}
+
+
+_DELTA_NAMES = {
+    "endpoint": "AWS_ENDPOINT_URL",
+    "region": "AWS_REGION",
+    "access_key_id": "AWS_ACCESS_KEY_ID",
+    "secret_access_key": "AWS_SECRET_ACCESS_KEY",
+}
 
 
 def delta_storage_options(tables: TablesSettings) -> dict[str, str]:
@@ -68,17 +86,9 @@ def delta_storage_options(tables: TablesSettings) -> dict[str, str]:
         "max_retries": str(tables.max_retries),
         "retry_timeout": f"{tables.retry_timeout_s:g}s",
     }
-    if tables.endpoint_url:
-        options["AWS_ENDPOINT_URL"] = tables.endpoint_url
-        if tables.endpoint_url.startswith("http://"):
-            options["AWS_ALLOW_HTTP"] = "true"
-    region = _region(tables)
-    if region:
-        options["AWS_REGION"] = region
-    if tables.access_key_id:
-        options["AWS_ACCESS_KEY_ID"] = tables.access_key_id
-        if tables.secret_access_key is not None:
-            options["AWS_SECRET_ACCESS_KEY"] = tables.secret_access_key.get_secret_value()
+    if tables.endpoint_url.startswith("http://"):
+        options["AWS_ALLOW_HTTP"] = "true"
+    options.update({_DELTA_NAMES[k]: v for k, v in _given(tables).items()})
     return options
 
 
@@ -105,16 +115,7 @@ class ObjectFile:
             from obstore.store import S3Store
 
             t = self._tables
-            config: S3Config = {}
-            if t.endpoint_url:
-                config["endpoint"] = t.endpoint_url
-            region = _region(t)
-            if region:
-                config["region"] = region
-            if t.access_key_id:
-                config["access_key_id"] = t.access_key_id
-                if t.secret_access_key is not None:
-                    config["secret_access_key"] = t.secret_access_key.get_secret_value()
+            config = typing.cast("S3Config", _given(t))
             client: ClientConfig = {
                 "allow_http": t.endpoint_url.startswith("http://"),
                 "timeout": f"{t.timeout_s:g}s",

@@ -20,10 +20,10 @@ from core.settings import Settings
 from kgrag.services.process import (
     ServiceRecord,
     ensure_ports_free,
+    launch,
     owned_alive,
     port_open,
     require_tool,
-    spawn,
     wait_until,
 )
 
@@ -197,17 +197,16 @@ def up(settings: Settings) -> ServiceRecord:
     _format_storage(settings, state, config)
     argv = [*_java_base(settings, state), "kafka.Kafka", str(config)]
     log_path = state / "kafka.log"
-    pid = spawn(argv, log_path=log_path, env=os.environ, cwd=state)
-    rec = ServiceRecord(
-        name=NAME,
-        pid=pid,
+    rec = launch(
+        NAME,
+        argv,
+        state=state,
+        log_path=log_path,
+        env=os.environ,
         ports={"broker": port, "controller": settings.services.kafka_controller_port},
         version=settings.services.kafka_version,
-        argv=argv,
-        started_at=time.time(),
     )
-    rec.save(state / "service.json")
-    _wait_ready(settings, pid, log_path)
+    _wait_ready(settings, rec.pid, log_path)
     return rec
 
 

@@ -15,7 +15,6 @@ bucket ``services.object_store_bucket``; point the graph tables at it with
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import httpx
@@ -27,10 +26,10 @@ from kgrag.services.process import (
     ServiceRecord,
     ensure_ports_free,
     go_install,
+    launch,
     owned_alive,
     pid_alive,
     port_open,
-    spawn,
     wait_until,
 )
 
@@ -95,17 +94,16 @@ def up(settings: Settings) -> ServiceRecord:
         "ROOT_ACCESS_KEY_ID": s.object_store_access_key,
         "ROOT_SECRET_ACCESS_KEY": s.object_store_secret_key.get_secret_value(),
     }
-    pid = spawn(argv, log_path=log_path, env=env, cwd=state)
-    rec = ServiceRecord(
-        name=NAME,
-        pid=pid,
+    rec = launch(
+        NAME,
+        argv,
+        state=state,
+        log_path=log_path,
+        env=env,
         ports={"s3": s.object_store_port},
         version=s.versitygw_version,
-        argv=argv,
-        started_at=time.time(),
     )
-    rec.save(state / "service.json")
-    _wait_ready(settings, pid, log_path)
+    _wait_ready(settings, rec.pid, log_path)
     return rec
 
 

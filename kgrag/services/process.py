@@ -139,6 +139,26 @@ def spawn(argv: Sequence[str], *, log_path: Path, env: Mapping[str, str], cwd: P
     return proc.pid
 
 
+def launch(
+    name: str,
+    argv: Sequence[str],
+    *,
+    state: Path,
+    log_path: Path,
+    env: Mapping[str, str],
+    ports: dict[str, int],
+    version: str,
+) -> ServiceRecord:
+    """Start a service's process and record it in ``state/service.json`` (``up`` then waits
+    until it is usable; ``down`` stops exactly what the record names)."""
+    pid = spawn(argv, log_path=log_path, env=env, cwd=state)
+    rec = ServiceRecord(
+        name=name, pid=pid, ports=ports, version=version, argv=list(argv), started_at=time.time()
+    )
+    rec.save(state / "service.json")
+    return rec
+
+
 def stop_pid(pid: int, timeout: float = 20.0) -> None:
     """SIGTERM, then SIGKILL after ``timeout``; reap if it is our child."""
     with contextlib.suppress(ProcessLookupError):

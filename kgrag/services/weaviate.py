@@ -9,7 +9,6 @@ so we also wait until a schema write (create and delete a collection) succeeds.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import httpx
@@ -19,9 +18,9 @@ from kgrag.services.process import (
     ServiceRecord,
     ensure_ports_free,
     go_install,
+    launch,
     owned_alive,
     pid_alive,
-    spawn,
     wait_until,
 )
 
@@ -120,10 +119,12 @@ def up(settings: Settings) -> ServiceRecord:
         "--scheme",
         "http",
     ]
-    pid = spawn(argv, log_path=log_path, env=_env(settings, data), cwd=state)
-    rec = ServiceRecord(
-        name=NAME,
-        pid=pid,
+    rec = launch(
+        NAME,
+        argv,
+        state=state,
+        log_path=log_path,
+        env=_env(settings, data),
         ports={
             "http": settings.weaviate.http_port,
             "grpc": settings.weaviate.grpc_port,
@@ -131,11 +132,8 @@ def up(settings: Settings) -> ServiceRecord:
             "raft": s.weaviate_raft_port,
         },
         version=s.weaviate_version,
-        argv=argv,
-        started_at=time.time(),
     )
-    rec.save(state / "service.json")
-    _wait_ready(settings, pid, log_path)
+    _wait_ready(settings, rec.pid, log_path)
     return rec
 
 

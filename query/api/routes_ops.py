@@ -35,7 +35,8 @@ def routes(state: ServiceState) -> APIRouter:
         "`reasons`: Kafka, Weaviate or the graph tables unreachable, graph changes pending "
         "while the newest version is older than `community.stale_after_s`, items the LLM "
         "refused) or `no_snapshot`. `community_job` is the job's status (null before it "
-        "ever ran); `graph_tables` whether the tables could be read at the last look; "
+        "ever ran); `snapshot.served_since` when this service began serving that version "
+        "(unix time); `graph_tables` whether the tables could be read at the last look; "
         "`pending_changes` the graph changes not yet in the served snapshot (null when "
         "Kafka could not be read).",
     )
@@ -67,7 +68,9 @@ def routes(state: ServiceState) -> APIRouter:
         return {
             "status": health.status,
             "reasons": list(health.reasons),
-            "snapshot": None if index is None else snapshot_info(index),
+            "snapshot": None
+            if index is None
+            else {**snapshot_info(index), "served_since": state.holder.swapped_at},
             "kafka": {"reachable": kafka[0], "detail": kafka[1]},
             "weaviate": {"reachable": weaviate[0], "detail": weaviate[1]},
             "graph_tables": tables,

@@ -76,7 +76,7 @@ class IndexHolder:
         self._stamp: PointerStamp | None = _UNSEEN
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[QueryIndex | None] | None = None
-        self.swapped_at: float | None = None  # monotonic time of the last swap
+        self.swapped_at: float | None = None  # unix time the version in service was swapped in
         self._older: dict[int, QueryIndex] = {}  # as-of versions asked for, oldest first
 
     @property
@@ -90,7 +90,7 @@ class IndexHolder:
             index = await asyncio.to_thread(self._next_index, held)
             if index is None or index is held:
                 return held
-            self._index, self.swapped_at = index, time.monotonic()
+            self._index, self.swapped_at = index, time.time()
             if self._metrics is not None:
                 self._metrics.snapshot_swaps.inc()
             return index

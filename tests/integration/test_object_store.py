@@ -161,13 +161,15 @@ async def healthz(c: httpx.AsyncClient, api: ApiProcess) -> dict[str, Any]:
 
 
 async def watch_versions(shared: Shared, stop: asyncio.Event) -> None:
-    """Record when each service first serves each version (polled every 50 ms)."""
+    """Record when each service began to serve each version it served (its own clock: the
+    services run on this machine, so it is the writer's clock too)."""
     async with httpx.AsyncClient() as c:
         while not stop.is_set():
-            for api, seen in zip(shared.apis, shared.seen, strict=True):
-                with_version = (await healthz(c, api))["snapshot"]
-                if with_version is not None:
-                    seen.setdefault(int(with_version["version"]), time.time())
+            served = await asyncio.gather(*(healthz(c, api) for api in shared.apis))
+            for health, seen in zip(served, shared.seen, strict=True):
+                snapshot = health["snapshot"]
+                if snapshot is not None and snapshot["served_since"] is not None:
+                    seen.setdefault(int(snapshot["version"]), snapshot["served_since"])
             await asyncio.sleep(0.05)
 
 
