@@ -1,7 +1,12 @@
 """What the graph tables cost to write and read: bytes of all current rows, bytes one +40-article
 community run commits, and the time to commit and to load a version.
 
-Usage: ``.venv/bin/python bench/graph_tables.py``
+Usage: ``.venv/bin/python bench/graph_tables.py [--store s3] [--corpora 8000]``
+
+``--store s3`` puts the tables in a bucket of the launcher's S3-compatible object store
+(versitygw on loopback, started when it is not running) instead of the local disk, and writes
+``bench/results/graph_tables_s3.json``: the same figures where every read and commit is S3
+requests, as a query service on another machine sees them.
 
 In process and offline, from the warm states of ``bench/change_cost.py`` (the folded graph
 and the community job's state after a first run, cached under ``bench/.cache``): the job
@@ -16,9 +21,13 @@ Swaps: ten consecutive +40-article versions, each followed by the query index ro
 followed index is checked equal to a fresh one at the end. In process, so without the HTTP
 service around it.
 
-Not measured here: the query service's memory (``query_rss_mib``) and the local-search context
-time on the live pipeline (``context_p95_ms``): the index still holds every row as a Python
-object.
+Memory: a real ``kgrag api`` process (Kafka and Weaviate pointed at closed ports: loading the
+index needs neither) serves an empty namespace, then the corpus's latest version; its peak RSS
+(VmHWM, the whole process: the service has no child processes) once the version is served is
+``query_rss_empty_mib`` and ``query_rss_mib``, and its RSS a second later ``*_settled_mib``.
+
+Not measured here: the local-search context time on the live pipeline (``context_p95_ms``),
+which needs the corpus's vectors in Weaviate.
 """
 
 from __future__ import annotations
@@ -26,19 +35,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.change_cost import DEFAULT_CORPORA, job_run, warm_state
 from bench.incremental import DATA, load_documents, settings_for
+from bench.live import free_port, log_path, peak_rss_mb, stop, worker_env
 from bench.results_io import (
     CLUSTERING_MACHINE,
     RESULTS,
+    ROOT,
     machine,
     now_iso,
     print_targets,
@@ -47,11 +62,13 @@ from bench.results_io import (
 )
 from bench.synthetic import Corpus
 from core.graph_tables import open_graph_store
+from core.settings import Settings, TablesSettings
 from graph.snapshots import snapshot_to_tables
 from query.index import QueryIndex
 from query.index_update import follow
 
 RESULT = RESULTS / "graph_tables.json"
+RESULT_S3 = RESULTS / "graph_tables_s3.json"
 SWAP_STEPS = 10  # consecutive +40-article versions followed by the query index
 TARGET_CORPUS = 8000
 
@@ -60,12 +77,70 @@ def tree_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
-def measure(n: int, corpus: Corpus) -> dict[str, Any]:
+def on_store(settings: Settings, where: str) -> tuple[Settings, Path]:
+    """``settings`` with the tables ``where`` (``local`` or ``s3``), and the directory that
+    holds their files on this machine (for s3: inside versitygw's own directory)."""
+    if where == "local":
+        return settings, Path(settings.tables_uri)
+    from kgrag.services import objectstore
+
+    objectstore.up(settings)
+    s = settings.services
+    prefix = f"bench-{uuid.uuid4().hex[:8]}"
+    tables = TablesSettings(
+        uri=f"s3://{s.object_store_bucket}/{prefix}",
+        endpoint_url=objectstore.endpoint_url(settings),
+        access_key_id=s.object_store_access_key,
+        secret_access_key=s.object_store_secret_key,
+    )
+    on_s3 = settings.model_copy(update={"tables": tables})
+    files = objectstore.data_dir(settings) / s.object_store_bucket / prefix / on_s3.namespace
+    return on_s3, files / "tables"
+
+
+def service_memory(settings: Settings, version: int | None) -> dict[str, float]:
+    """Peak and settled RSS (MiB) of ``kgrag api`` once it serves ``version`` (None: nothing,
+    an empty namespace)."""
+    port = free_port()
+    closed = {
+        "KGRAG_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:9",
+        "KGRAG_WEAVIATE__URL": "http://127.0.0.1:9",
+    }
+    with open(log_path(settings, "api"), "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kgrag.cli", "api", "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=worker_env(settings, closed),
+            cwd=ROOT,
+        )
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            try:
+                body = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=60).json()
+            except httpx.HTTPError:
+                body = None
+            if body is not None and (
+                version is None or (body.get("snapshot") or {}).get("version") == version
+            ):
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the query service never served version {version}")
+            time.sleep(0.2)
+        peak = peak_rss_mb(proc.pid) or {}
+        time.sleep(1.0)
+        settled = peak_rss_mb(proc.pid) or {}
+    finally:
+        stop(proc)
+    return {"peak": peak.get("VmHWM", 0.0), "settled": settled.get("VmRSS", 0.0)}
+
+
+def measure(n: int, corpus: Corpus, where: str = "local") -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix=f"kgrag-bench-tables-{n}-"))
     warm = warm_state(corpus, n, work).copy()
     warm.state.tables_known = None  # commit the whole graph into empty tables
-    settings = settings_for(work / "tables")
-    root = Path(settings.tables_uri)
+    settings, root = on_store(settings_for(work / "tables"), where)
     result, full_s = asyncio.run(job_run(settings, warm.state))
     commit_s_full = result["timings"].get("snapshot", 0.0)
     full_bytes = tree_bytes(root)
@@ -96,6 +171,8 @@ def measure(n: int, corpus: Corpus) -> dict[str, Any]:
     fresh = QueryIndex.from_snapshot(store.load())
     full_swap_s = time.monotonic() - t
     assert fresh == index, "the followed index differs from a fresh one"
+    empty = service_memory(settings.model_copy(update={"namespace": "bench-empty"}), None)
+    served = service_memory(settings, index.version)
     files_before = sum(1 for _ in root.rglob("*.parquet"))
     t = time.monotonic()
     store.maintain()  # what the job does every community.compact_every versions
@@ -115,6 +192,11 @@ def measure(n: int, corpus: Corpus) -> dict[str, Any]:
         "swap_ms": [round(s * 1000) for s in swaps],
         "swap_p95_ms": round(sorted(swaps)[max(0, math.ceil(0.95 * len(swaps)) - 1)] * 1000),
         "full_reload_ms": round(full_swap_s * 1000),
+        "query_rss_empty_mib": empty["peak"],
+        "query_rss_mib": served["peak"],
+        "query_rss_empty_settled_mib": empty["settled"],
+        "query_rss_settled_mib": served["settled"],
+        "query_growth_mib": round(served["peak"] - empty["peak"], 1),
         "maintain_s": round(maintain_s, 2),
         "live_files_before_maintain": files_before,
         "reports_regenerated_plus40": result["regenerated"],
@@ -125,14 +207,17 @@ def measure(n: int, corpus: Corpus) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=RESULT)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--store", choices=("local", "s3"), default="local")
+    parser.add_argument("--corpora", type=int, nargs="+", default=list(DEFAULT_CORPORA))
     args = parser.parse_args(argv)
+    out = args.out or (RESULT if args.store == "local" else RESULT_S3)
     if not DATA.exists():
         print(f"skipped: {DATA} is not there (see ../shared/data/README.md)")
         return
     at_start = machine(*CLUSTERING_MACHINE)
     corpus = Corpus(load_documents(DATA, 10**9))
-    corpora = {str(n): measure(n, corpus) for n in DEFAULT_CORPORA}
+    corpora = {str(n): measure(n, corpus, args.store) for n in args.corpora}
     big = corpora[str(TARGET_CORPUS)]
     share = big["share_plus40"]
     result: dict[str, Any] = {
@@ -140,16 +225,22 @@ def main(argv: list[str] | None = None) -> None:
         "date": now_iso(),
         "machine": at_start,
         "data": f"{DATA.name} (bench/change_cost.py warm states)",
-        "mode": "offline, in process; Delta Lake tables on the local disk",
+        "mode": "offline, in process; Delta Lake tables "
+        + (
+            "on the local disk"
+            if args.store == "local"
+            else "in a bucket of versitygw on loopback (S3 API)"
+        ),
         "corpora": corpora,
-        "not_measured": ["query_rss_mib", "query_rss_empty_mib", "context_p95_ms"],
+        "not_measured": ["context_p95_ms"],
         "targets": {
             "bytes_plus40_share_8000": target(share, 0.05, "<="),
             "swap_p95_ms_8000": target(big["swap_p95_ms"], 500, "<="),
+            "query_growth_mib_8000": target(big["query_growth_mib"], 150, "<="),
         },
     }
-    write_result(args.out, result)
-    print_targets(result, args.out)
+    write_result(out, result)
+    print_targets(result, out)
 
 
 if __name__ == "__main__":

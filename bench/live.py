@@ -73,6 +73,17 @@ def worker_env(settings: Settings, extra: dict[str, str]) -> dict[str, str]:
             "KGRAG_WEAVIATE__GRPC_PORT": str(settings.weaviate.grpc_port),
         }
     )
+    t = settings.tables
+    if t.uri:  # graph tables in a bucket
+        env.update(
+            {
+                "KGRAG_TABLES__URI": t.uri,
+                "KGRAG_TABLES__ENDPOINT_URL": t.endpoint_url,
+                "KGRAG_TABLES__ACCESS_KEY_ID": t.access_key_id,
+            }
+        )
+        if t.secret_access_key is not None:
+            env["KGRAG_TABLES__SECRET_ACCESS_KEY"] = t.secret_access_key.get_secret_value()
     env.update(extra)
     return env
 

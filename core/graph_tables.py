@@ -92,6 +92,7 @@ log = logging.getLogger(__name__)
 VERSIONS = "_versions"
 FORMAT = 2  # graph-table format (1 was the JSON-lines snapshot directories)
 _VERSION, _DELETED, _COMMIT = "_version", "_deleted", "_commit"
+_ROW_VERSION = (_VERSION, _DELETED, _COMMIT)
 COMPACT_FILES = 8  # a table with fewer data files is left as it is by maintenance
 COMPACT_TARGET_BYTES = 1024 * 1024  # compaction merges smaller files into ones this big
 MAINTAINED = (*TABLES, VERSIONS)
@@ -208,8 +209,8 @@ def arrow_to_rows(
     columns: dict[str, Sequence[Any]] = {}
     for f in dataclasses.fields(schema.cls):
         column = f.name
-        if column in DERIVED.get(name, ()):
-            empty: object = {int: 0, float: 0.0}.get(hints[column], ())
+        if column in DERIVED.get(name, ()) or column not in table.column_names:  # or left unread
+            empty: object = {int: 0, float: 0.0, str: ""}.get(hints[column], ())
             columns[column] = (derived or {}).get(column) or [empty] * n
             continue
         values = table.column(column).to_pylist()
@@ -251,6 +252,24 @@ def _json_decoder(table: str, column: str, hint: Any) -> Any:
             raise GraphTablesError(f"graph table {table}, column {column}: {err}") from err
 
     return decode
+
+
+# the stored columns ``derived_columns`` reads, per table
+DERIVED_INPUTS: Mapping[str, tuple[str, ...]] = {
+    "relationships": ("id", "source_id", "target_id"),
+    "entities": ("id", "text_unit_ids"),
+    "communities": ("id", "entity_ids", "unreflected"),
+    "community_reports": ("id",),
+}
+
+
+def _realigned(
+    values: Mapping[str, list[Any]], order: pa.ChunkedArray, wanted: pa.ChunkedArray
+) -> dict[str, list[Any]]:
+    """Derived values listed in ``order`` (ids) put in the order of ``wanted`` (ids)."""
+    at = {k: i for i, k in enumerate(order.to_pylist())}
+    where = [at[k] for k in wanted.to_pylist()]
+    return {column: [vals[i] for i in where] for column, vals in values.items()}
 
 
 def derived_columns(tables: Mapping[str, pa.Table]) -> dict[str, dict[str, list[Any]]]:
@@ -318,6 +337,13 @@ def _interned(value: Any) -> Any:
     if isinstance(value, list):
         return [_interned(v) for v in value]
     return value
+
+
+def release_memory() -> None:
+    """Hand the Arrow memory pool's free pages back to the system: reading a version leaves
+    its buffers cached in the pool (150 MiB after reading 8,000 articles' tables), which a
+    long-lived reader such as the query service would otherwise keep for good."""
+    pa.default_memory_pool().release_unused()
 
 
 def current_rows(table: pa.Table, as_of: int | None = None) -> pa.Table:
@@ -389,6 +415,7 @@ class GraphTables:
         storage_options: Mapping[str, str] | None = None,
         compact_every: int = 20,
         vacuum_hours: int = 1,
+        omit: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         if keep < 1:
             raise ConfigError(f"keep must be >= 1 (the latest version is always kept); got {keep}")
@@ -397,6 +424,8 @@ class GraphTables:
         self.storage_options = dict(storage_options or {})
         self.compact_every = compact_every
         self.vacuum_hours = vacuum_hours
+        # columns a reader never uses, left unread (their values empty in the rows it gets)
+        self.omit = {table: tuple(columns) for table, columns in (omit or {}).items()}
         self._opened: dict[str, Any] = {}  # table -> DeltaTable, see ``_open``
         # the query service reads from worker threads: one at a time through the kept tables
         self._lock = threading.RLock()
@@ -536,9 +565,11 @@ class GraphTables:
         as_of: int,
         since: int | None = None,
         listed: Sequence[VersionInfo] | None = None,
+        columns: Sequence[str] | None = None,
     ) -> pa.Table:
         """The raw row versions of ``table`` with ``since < _version <= as_of`` written by
-        listed commits (``listed``: the versions listed now, read when not given)."""
+        listed commits (``listed``: the versions listed now, read when not given); only
+        ``columns`` (with the row-version columns) when given."""
         listed = self.version_infos_all() if listed is None else listed
         with self._lock:
             dt = self._open(table)
@@ -549,18 +580,38 @@ class GraphTables:
             if since is not None:
                 condition = condition & (pc.field(_VERSION) > since)
                 dataset = _files_between(dt, dataset, since, as_of)
-        return dataset.to_table(filter=condition)
+        omitted = self.omit.get(table, ())
+        wanted = None
+        if columns is not None:
+            wanted = [c for c in dataset.schema.names if c in columns or c in _ROW_VERSION]
+        elif omitted:
+            wanted = [c for c in dataset.schema.names if c not in omitted]
+        return dataset.to_table(filter=condition, columns=wanted)
 
     def load(self, version: int | str | datetime | None = None) -> Snapshot:
         """The whole graph as of ``version`` (see ``resolve``), derived columns filled in."""
         info = self.resolve(version)
         listed = self.version_infos_all()
-        raw = {
-            name: current_rows(self.read_table(name, info.version, listed=listed))
-            for name in TABLES
-        }
-        derived = derived_columns(raw)
-        tables = {name: arrow_to_rows(name, raw.pop(name), derived.get(name)) for name in TABLES}
+
+        def read(name: str, columns: Sequence[str] | None = None) -> pa.Table:
+            return current_rows(self.read_table(name, info.version, listed=listed, columns=columns))
+
+        # the derived columns need a few narrow columns of four tables; each table is then
+        # read whole and turned into rows on its own, so a reader never holds every table's
+        # Arrow buffers besides the rows (the peak memory of a load is the rows and one table)
+        narrow = {name: read(name, columns) for name, columns in DERIVED_INPUTS.items()}
+        derived = derived_columns(narrow)
+        narrow_ids = {name: t.column("id") for name, t in narrow.items()}
+        del narrow
+        tables = {}
+        for name in TABLES:
+            whole = read(name)
+            values = derived.get(name)
+            if values is not None and not whole.column("id").equals(narrow_ids[name]):
+                values = _realigned(values, narrow_ids[name], whole.column("id"))
+            tables[name] = arrow_to_rows(name, whole, values)
+            del whole
+        release_memory()
         return Snapshot(meta=info.meta, **tables)
 
     @_storage_io
@@ -897,15 +948,28 @@ def _reject_stale(version: int, current: int | None) -> None:
 # ---- opening, and converting the old snapshot directories ----------------------------------
 
 
-def open_graph_store(settings: Settings, *, convert: bool = False) -> GraphTables:
+# what answering questions never reads: a report's Markdown (``full_content``) repeats its
+# title, summary and findings and is built from them on demand (``SnapshotReport.body``), and
+# its JSON form (a third copy) is only for GraphRAG's export
+QUERY_OMITS: Mapping[str, tuple[str, ...]] = {
+    "community_reports": ("full_content", "full_content_json"),
+    "text_units": ("relationship_ids",),  # searches reach relationships through entities
+}
+
+
+def open_graph_store(
+    settings: Settings, *, convert: bool = False, for_queries: bool = False
+) -> GraphTables:
     """The namespace's graph tables. ``convert`` (writers: the community job, ``kgrag
     migrate``) first converts a data directory that still holds only the JSON-lines snapshots
-    of earlier releases (its latest snapshot becomes the first graph version)."""
+    of earlier releases (its latest snapshot becomes the first graph version).
+    ``for_queries``: a reader for the query index, which leaves ``QUERY_OMITS`` unread."""
     store = GraphTables(
         settings.tables_uri,
         keep=settings.community.keep_snapshots,
         storage_options=delta_storage_options(settings.tables),
         compact_every=settings.community.compact_every,
+        omit=QUERY_OMITS if for_queries else None,
     )
     if convert:
         convert_legacy_snapshots(settings, store)

@@ -30,6 +30,7 @@ from graph.snapshot_model import (
     SnapshotRelationship,
     SnapshotReport,
     SnapshotTextUnit,
+    report_body,
 )
 from graph.summaries import summary
 
@@ -371,9 +372,7 @@ def report_record(
         if isinstance(f, Mapping)
     )
     title, text = str(content.get("title", "")), str(content.get("summary", ""))
-    body = "\n\n".join(
-        [f"# {title}", text, *(f"## {f['summary']}\n\n{f['explanation']}" for f in findings)]
-    )
+    body = report_body(title, text, findings)
     return SnapshotReport(
         community.id,
         hrid,

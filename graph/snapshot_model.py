@@ -8,6 +8,7 @@ is the short integer that citations use and that never changes once given.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 
@@ -104,6 +105,18 @@ class SnapshotReport:
     mode: str = "offline"  # "llm" or "offline"
     unreflected: float = 0.0  # share of evidence the report does not reflect yet
     generated_in: int = 0  # snapshot version that (re)generated it
+
+    def body(self) -> str:
+        """``full_content``, built from the title, summary and findings when it was left
+        unread (the query index reads reports without it: it repeats the other columns)."""
+        return self.full_content or report_body(self.title, self.summary, self.findings)
+
+
+def report_body(title: str, summary: str, findings: Sequence[Mapping[str, str]]) -> str:
+    """A report's ``full_content``: its title, summary and findings as Markdown."""
+    return "\n\n".join(
+        [f"# {title}", summary, *(f"## {f['summary']}\n\n{f['explanation']}" for f in findings)]
+    )
 
 
 @dataclass(frozen=True, slots=True)

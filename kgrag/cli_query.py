@@ -69,7 +69,7 @@ def _fail(message: str) -> NoReturn:
 def load_index(settings: Settings, as_of: str | None = None) -> QueryIndex:
     """The index of the latest graph version (or the one ``as_of`` names); a friendly exit
     when there is none."""
-    store = open_graph_store(settings)
+    store = open_graph_store(settings, for_queries=True)
     try:
         return QueryIndex.from_snapshot(store.load(parse_as_of(as_of)))
     except GraphTablesError as e:

@@ -288,7 +288,7 @@ class _Builder:
         active = active_communities(self.index, self.window)
         table = Table("Reports", REPORT_HEADER, self.count)
         for r in rank_reports(self.index, selected, self.config.community_level, active):
-            content = r.summary if self.config.use_report_summary else r.full_content
+            content = r.summary if self.config.use_report_summary else r.body()
             table.try_add(r.community, (r.title, content or r.summary), budget)
         return table
 

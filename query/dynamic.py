@@ -47,7 +47,7 @@ class DynamicSelection:
 async def _rate(
     question: str, report: SnapshotReport, deps: QueryDeps, usage: LLMUsage, config: DynamicConfig
 ) -> int:
-    body = f"{report.title}\n\n{report.full_content or report.summary}"
+    body = f"{report.title}\n\n{report.body() or report.summary}"
     text = truncate_to_tokens(body, config.report_max_tokens, deps.count_tokens)
     prompt = render_community_rating(deps.prompts, question=question, report_text=text)
     for attempt in (1, 2):

@@ -40,7 +40,7 @@ def level_reports(index: QueryIndex, level: int, window: TimeWindow) -> list[Sna
 
 
 def _content(report: SnapshotReport, use_summary: bool) -> str:
-    return (report.summary if use_summary else report.full_content) or report.summary
+    return (report.summary if use_summary else report.body()) or report.summary
 
 
 def make_batches(

@@ -55,6 +55,11 @@ def _state(settings: Settings) -> Path:
     return settings.services_state_dir / NAME
 
 
+def data_dir(settings: Settings) -> Path:
+    """The directory versitygw serves: one sub-directory per bucket."""
+    return _state(settings) / "data"
+
+
 def record(settings: Settings) -> ServiceRecord | None:
     return ServiceRecord.load(_state(settings) / "service.json")
 
@@ -79,7 +84,7 @@ def up(settings: Settings) -> ServiceRecord:
     ensure_ports_free({"KGRAG_SERVICES__OBJECT_STORE_PORT": s.object_store_port}, "versitygw")
     binary = prepare(settings)
     state = _state(settings)
-    data = state / "data"
+    data = data_dir(settings)
     data.mkdir(parents=True, exist_ok=True)
     argv = [
         str(binary),

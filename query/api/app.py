@@ -37,7 +37,7 @@ def create_app(
     ``snapshot_store`` the namespace's graph tables; consumer lag is read from
     Kafka at most every ``lag_ttl_s`` seconds."""
     metrics = QueryMetrics()
-    store = snapshot_store or open_graph_store(settings)
+    store = snapshot_store or open_graph_store(settings, for_queries=True)
     state = ServiceState(
         settings,
         IndexHolder(store, metrics, settings),

@@ -34,6 +34,7 @@ from core.graph_tables import (
     VersionInfo,
     legacy_hint,
     parse_as_of,
+    release_memory,
 )
 from core.publish import DocumentPublisher
 from core.settings import Settings
@@ -163,6 +164,7 @@ class IndexHolder:
             log.info("graph tables readable again (%s)", self.store.root)
         self.last_error = None
         self.failing_since = None
+        release_memory()
         took = time.perf_counter() - started
         if self._metrics is not None:
             self._metrics.swap_seconds.labels(how).observe(took)

@@ -140,7 +140,7 @@ def community_view(index: QueryIndex, c: SnapshotCommunity) -> dict[str, Any]:
         else {
             "title": report.title,
             "summary": report.summary,
-            "full_content": report.full_content,
+            "full_content": report.body(),
             "rating_explanation": report.rating_explanation,
             "findings": list(report.findings),
             "mode": report.mode,

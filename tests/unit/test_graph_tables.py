@@ -132,6 +132,40 @@ class TestVersions:
             store.load("1987-01-01T00:00:00Z")
 
 
+class TestReaders:
+    def test_a_reader_for_queries_leaves_the_export_only_columns_unread(
+        self, tmp_path: Path
+    ) -> None:
+        store = GraphTables(tmp_path)
+        store.write(graph(1, {1: "a", 2: "b"}))
+        store.write(graph(2, {1: "a", 2: "c", 3: "d"}))
+        lean = GraphTables(tmp_path, omit={"entities": ("description",)})
+        assert {e.description for e in lean.load().entities} == {""}
+        assert {e.id for e in lean.changes(1, 2)["entities"].upserts} == {"e2", "e3"}
+        assert {e.description for e in lean.changes(1, 2)["entities"].upserts} == {""}
+        whole = {e.id: e for e in store.load().entities}
+        assert [replace(e, description="") for e in lean.load().entities] == [
+            replace(whole[e.id], description="") for e in lean.load().entities
+        ]
+
+    def test_a_follow_reads_only_the_tables_the_versions_wrote(self, tmp_path: Path) -> None:
+        store = GraphTables(tmp_path)
+        store.write(graph(1, {1: "a", 2: "b"}, ((1, 2),)))
+        store.write(graph(2, {1: "a", 2: "c"}, ((1, 2),)))  # entities only
+        read: list[str] = []
+        original = store.read_table
+
+        def spy(table: str, *args: object, **kwargs: object) -> object:
+            read.append(table)
+            return original(table, *args, **kwargs)  # type: ignore[arg-type]
+
+        store.read_table = spy  # type: ignore[method-assign,assignment]
+        changes = store.changes(1, 2)
+        assert read == ["entities"]
+        assert [e.description for e in changes["entities"].upserts] == ["c"]
+        assert not changes["relationships"]
+
+
 class TestCurrentRows:
     def test_the_newest_row_per_id_wins_and_tombstones_hide_it(self) -> None:
         rows = [

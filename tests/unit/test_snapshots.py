@@ -301,3 +301,23 @@ class TestCorruption:
         doc = dataclasses.replace(s.documents[0], raw_data={"bad": object()})
         with pytest.raises(SnapshotFormatError, match="documents"):
             snapshot_to_tables(dataclasses.replace(s, documents=(doc,)))
+
+
+def test_a_report_read_without_its_markdown_builds_the_same_from_its_parts() -> None:
+    """The query index leaves ``full_content`` unread (``QUERY_OMITS``); ``body`` must give
+    back exactly what the writer stored."""
+    from graph.community_ids import HumanIds
+    from graph.model import Community
+    from graph.snapshot_assembly import report_record
+
+    community = Community("c-1", 0, None, (), frozenset({"bank of japan", "yen"}))
+    ids = HumanIds.empty().assign("community", ["c-1"])
+    content = {
+        "title": "Yen support",
+        "summary": "The Bank of Japan bought yen.",
+        "rating": 6.5,
+        "findings": [{"summary": "BoJ intervened", "explanation": "It bought yen [Data: 1]"}],
+    }
+    stored = report_record(community, content, ids=ids, period="1987-03", mode="llm", version=3)
+    assert stored.full_content.startswith("# Yen support")
+    assert dataclasses.replace(stored, full_content="").body() == stored.full_content
