@@ -272,12 +272,15 @@ def _realigned(
     return {column: [vals[i] for i in where] for column, vals in values.items()}
 
 
-def derived_columns(tables: Mapping[str, pa.Table]) -> dict[str, dict[str, list[Any]]]:
+def derived_columns(
+    tables: Mapping[str, pa.Table], *, community_lists: bool = True
+) -> dict[str, dict[str, list[Any]]]:
     """The ``DERIVED`` columns of a whole version from its stored columns: entity ``degree``
     (relationships at the entity; a loop counts twice), relationship ``combined_degree`` (the
     sum of its ends' degrees), a community's ``relationship_ids`` (those with both ends among
     its members) and ``text_unit_ids`` (its members' text units), each sorted, and a report's
-    ``unreflected`` (kept in its community's row)."""
+    ``unreflected`` (kept in its community's row). Without ``community_lists`` a community's
+    two lists are left empty (a reader that never uses them)."""
     rels, ents = tables["relationships"], tables["entities"]
     comms, reports = tables["communities"], tables["community_reports"]
     rel_ids = rels.column("id").to_pylist()
@@ -292,8 +295,9 @@ def derived_columns(tables: Mapping[str, pa.Table]) -> dict[str, dict[str, list[
             at.setdefault(b, []).append(i)
     entity_ids = ents.column("id").to_pylist()
     units = dict(zip(entity_ids, ents.column("text_unit_ids").to_pylist(), strict=True))
-    community_rels, community_units = [], []
-    for members in comms.column("entity_ids").to_pylist():
+    community_rels: list[tuple[str, ...]] = []
+    community_units: list[tuple[str, ...]] = []
+    for members in comms.column("entity_ids").to_pylist() if community_lists else ():
         inside = set(members)
         community_rels.append(
             tuple(
@@ -320,7 +324,9 @@ def derived_columns(tables: Mapping[str, pa.Table]) -> dict[str, dict[str, list[
                 degree[a] + degree[b] for a, b in zip(sources, targets, strict=True)
             ]
         },
-        "communities": {"relationship_ids": community_rels, "text_unit_ids": community_units},
+        "communities": {"relationship_ids": community_rels, "text_unit_ids": community_units}
+        if community_lists
+        else {},
         "community_reports": {
             "unreflected": [share.get(k, 0.0) for k in reports.column("id").to_pylist()]
         },
@@ -437,6 +443,10 @@ class GraphTables:
 
     def uri(self, table: str) -> str:
         return f"{self.root}/{table}"
+
+    def reads(self, table: str, column: str) -> bool:
+        """Whether rows this store returns carry ``column`` (see ``omit``)."""
+        return column not in self.omit.get(table, ())
 
     @property
     def remote(self) -> bool:
@@ -600,7 +610,9 @@ class GraphTables:
         # read whole and turned into rows on its own, so a reader never holds every table's
         # Arrow buffers besides the rows (the peak memory of a load is the rows and one table)
         narrow = {name: read(name, columns) for name, columns in DERIVED_INPUTS.items()}
-        derived = derived_columns(narrow)
+        derived = derived_columns(
+            narrow, community_lists=self.reads("communities", "text_unit_ids")
+        )
         narrow_ids = {name: t.column("id") for name, t in narrow.items()}
         del narrow
         tables = {}
@@ -954,6 +966,8 @@ def _reject_stale(version: int, current: int | None) -> None:
 QUERY_OMITS: Mapping[str, tuple[str, ...]] = {
     "community_reports": ("full_content", "full_content_json"),
     "text_units": ("relationship_ids",),  # searches reach relationships through entities
+    # derived, not stored: a community's relationships and text units are its members'
+    "communities": ("relationship_ids", "text_unit_ids"),
 }
 
 

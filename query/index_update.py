@@ -50,17 +50,28 @@ R = TypeVar("R", bound=_Row)
 C = TypeVar("C", SnapshotCommunity, SnapshotReport)
 
 
-def follow(index: QueryIndex, meta: SnapshotMeta, changes: Mapping[str, TableChange]) -> QueryIndex:
+def follow(
+    index: QueryIndex,
+    meta: SnapshotMeta,
+    changes: Mapping[str, TableChange],
+    *,
+    community_lists: bool = True,
+) -> QueryIndex:
     """The index of version ``meta.version``: ``index`` with ``changes`` applied. The
     cyclic collector is paused meanwhile: following allocates a burst of acyclic objects, and
-    a full collection over an index of a million objects would take longer than the rest."""
+    a full collection over an index of a million objects would take longer than the rest.
+    ``community_lists``: the index carries communities' derived ``relationship_ids`` and
+    ``text_unit_ids`` (the query service's reader leaves them out, and so does this)."""
     with gc_paused():
-        return _Follower(index, changes).build(meta)
+        return _Follower(index, changes, community_lists).build(meta)
 
 
 class _Follower:
-    def __init__(self, index: QueryIndex, changes: Mapping[str, TableChange]) -> None:
+    def __init__(
+        self, index: QueryIndex, changes: Mapping[str, TableChange], community_lists: bool
+    ) -> None:
         self.old = index
+        self.community_lists = community_lists
         self.changes = changes
         self.entities = dict(index.entities)
         self.relationships = dict(index.relationships)
@@ -330,7 +341,7 @@ class _Follower:
                 memberships[key] = dict(sorted(levels.items()))
             else:
                 memberships.pop(key, None)
-        for key in members_changed:
+        for key in members_changed if self.community_lists else ():
             for n in memberships.get(key, {}).values():
                 if n not in changed and n in self.communities:
                     self._set_community(self.communities[n])
@@ -340,7 +351,11 @@ class _Follower:
     def _set_community(self, c: SnapshotCommunity) -> None:
         """``c`` with its derived columns: from its previous form when it has the same
         members (only the relationships and text units of changed members can differ), else
-        from all its members."""
+        from all its members; as it is when the index carries no such lists."""
+        if not self.community_lists:
+            self.communities[c.community] = c
+            self.community_by_id[c.id] = c
+            return
         before = self.old.community_by_id.get(c.id)
         members = set(c.entity_ids)
         ends = self.ends

@@ -124,7 +124,8 @@ class IndexHolder:
         if that fails, which is a defect: it is logged with its traceback."""
         try:
             changes = self.store.changes(held.version, latest.version)
-            index = follow(held, latest.meta, changes)
+            lists = self.store.reads("communities", "text_unit_ids")
+            index = follow(held, latest.meta, changes, community_lists=lists)
         except SnapshotStoreError:
             raise
         except Exception:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from core.graph_tables import GraphTables, open_graph_store
 from query.index import QueryIndex
 from query.index_update import follow
@@ -19,13 +21,15 @@ def assert_same(followed: QueryIndex, fresh: QueryIndex, step: int) -> None:
 
 
 class TestFollow:
+    @pytest.mark.parametrize("for_queries", [False, True], ids=["whole rows", "query reader"])
     async def test_every_version_followed_row_by_row_equals_a_fresh_index(
-        self, tmp_path: Path
+        self, tmp_path: Path, for_queries: bool
     ) -> None:
         """News of every kind (a fact, a newcomer, a repeat, a new cluster) through the
-        community job; after each run the followed index equals the fresh one."""
+        community job; after each run the followed index equals the fresh one, with whole
+        rows and with the query service's reader (which leaves columns it never uses out)."""
         world, job = await steady_job(tmp_path)
-        store = open_graph_store(job.settings)
+        store = open_graph_store(job.settings, for_queries=for_queries)
         index = QueryIndex.from_snapshot(store.load())
         followed_rows = 0
         for step in range(1, 13):
@@ -34,9 +38,14 @@ class TestFollow:
             latest = store.resolve(None)
             changes = store.changes(index.version, latest.version)
             followed_rows += sum(len(c.upserts) + len(c.deletes) for c in changes.values())
-            index = follow(index, latest.meta, changes)
+            index = follow(index, latest.meta, changes, community_lists=not for_queries)
             assert_same(index, QueryIndex.from_snapshot(store.load()), step)
         assert followed_rows > 0
+        lists = {c.text_unit_ids for c in index.communities.values()}
+        assert (lists == {()}) == for_queries
+        assert all(r.full_content == "" and r.body() for r in index.reports.values()) or not (
+            for_queries
+        )
 
     async def test_a_deleted_document_leaves_every_map(self, tmp_path: Path) -> None:
         _, job = await steady_job(tmp_path)
