@@ -22,6 +22,7 @@ health probe and the CLI can quote them.
 
 from __future__ import annotations
 
+import os
 import re
 import typing
 from datetime import timedelta
@@ -46,8 +47,8 @@ class ObjectStoreError(KgragError):
 def one_line(err: BaseException, limit: int = 300) -> str:
     """An object-store error as one readable line (delta-rs and object_store print nested
     causes over several coloured lines)."""
-    text = _ANSI.sub("", str(err))
-    parts = [p.strip(" ↳-") for p in text.splitlines() if p.strip(" ↳-")]
+    text = _ANSI.sub("", str(err)).split("\n\nDebug source:")[0]
+    parts = [p.strip(" ↳-") for p in text.splitlines() if sum(c.isalnum() for c in p) >= 3]
     # keep the outer message and the innermost cause (where the network error is named)
     keep = parts if len(parts) <= 2 else [parts[0], *parts[-2:]]
     line = " / ".join(p for p in keep if not p.startswith("<"))
@@ -65,6 +66,19 @@ def _given(tables: TablesSettings) -> dict[str, str]:
     if tables.access_key_id and tables.secret_access_key is not None:
         given["secret_access_key"] = tables.secret_access_key.get_secret_value()
     return {k: v for k, v in given.items() if v}
+
+
+def _plain_http(tables: TablesSettings) -> bool:
+    """Whether the endpoint (from the settings, else the AWS environment) is plain http://,
+    which both clients refuse unless told (options given explicitly replace the ones each
+    would read from the environment, so this is said explicitly too)."""
+    endpoint = (
+        tables.endpoint_url
+        or os.environ.get("AWS_ENDPOINT_URL_S3")
+        or os.environ.get("AWS_ENDPOINT_URL")
+        or ""
+    )
+    return endpoint.startswith("http://") or os.environ.get("AWS_ALLOW_HTTP", "") == "true"
 
 
 _DELTA_NAMES = {
@@ -86,7 +100,7 @@ def delta_storage_options(tables: TablesSettings) -> dict[str, str]:
         "max_retries": str(tables.max_retries),
         "retry_timeout": f"{tables.retry_timeout_s:g}s",
     }
-    if tables.endpoint_url.startswith("http://"):
+    if _plain_http(tables):
         options["AWS_ALLOW_HTTP"] = "true"
     options.update({_DELTA_NAMES[k]: v for k, v in _given(tables).items()})
     return options
@@ -117,10 +131,11 @@ class ObjectFile:
             t = self._tables
             config = typing.cast("S3Config", _given(t))
             client: ClientConfig = {
-                "allow_http": t.endpoint_url.startswith("http://"),
                 "timeout": f"{t.timeout_s:g}s",
                 "connect_timeout": f"{min(_CONNECT_TIMEOUT_S, t.timeout_s):g}s",
             }
+            if _plain_http(t):
+                client["allow_http"] = True
             retry: RetryConfig = {
                 "max_retries": t.max_retries,
                 "retry_timeout": timedelta(seconds=t.retry_timeout_s),

@@ -81,10 +81,22 @@ class TestDeltaOptions:
         )
         assert "AWS_S3_ALLOW_UNSAFE_RENAME" not in options
 
-    def test_without_credentials_the_standard_aws_chain_is_left_to_answer(self) -> None:
+    def test_without_credentials_the_standard_aws_chain_is_left_to_answer(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ALLOW_HTTP"):
+            monkeypatch.delenv(name, raising=False)
         options = delta_storage_options(TablesSettings(uri="s3://b/p"))
         assert not {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL"} & set(options)
         assert "AWS_ALLOW_HTTP" not in options  # AWS itself: https only
+
+    def test_a_plain_http_endpoint_from_the_aws_environment_is_allowed(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", "http://minio.local:9000")
+        options = delta_storage_options(TablesSettings(uri="s3://b/p"))
+        assert options["AWS_ALLOW_HTTP"] == "true"
+        assert "AWS_ENDPOINT_URL" not in options  # delta-rs reads the variable itself
 
     def test_bucket_and_prefix(self) -> None:
         assert split_uri("s3://b/a/b/") == ("b", "a/b")
@@ -112,6 +124,8 @@ def test_store_errors_become_one_readable_line() -> None:
     assert "\n" not in line and "\x1b" not in line
     assert line.startswith("Kernel error -> Generic S3 error")
     assert line.endswith("error sending request")
+    debug = OSError("Generic S3 error: builder error\n\nDebug source:\nGeneric {\n    ),\n}")
+    assert one_line(debug) == "Generic S3 error: builder error"
 
 
 class FlakyStore(GraphTables):
