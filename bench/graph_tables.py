@@ -170,7 +170,7 @@ def measure(n: int, corpus: Corpus, where: str = "local") -> dict[str, Any]:
         latest = store.version_infos()[-1]
         t = time.monotonic()
         changes = reader.changes(index.version, latest.version)
-        index = follow(index, latest.meta, changes, community_lists=False)
+        index = follow(index, latest.meta, changes, lean=True)
         swaps.append(time.monotonic() - t)
     t = time.monotonic()
     fresh = QueryIndex.from_snapshot(reader.load())

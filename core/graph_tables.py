@@ -273,14 +273,15 @@ def _realigned(
 
 
 def derived_columns(
-    tables: Mapping[str, pa.Table], *, community_lists: bool = True
+    tables: Mapping[str, pa.Table], *, community_lists: bool = True, combined_degrees: bool = True
 ) -> dict[str, dict[str, list[Any]]]:
     """The ``DERIVED`` columns of a whole version from its stored columns: entity ``degree``
     (relationships at the entity; a loop counts twice), relationship ``combined_degree`` (the
     sum of its ends' degrees), a community's ``relationship_ids`` (those with both ends among
     its members) and ``text_unit_ids`` (its members' text units), each sorted, and a report's
     ``unreflected`` (kept in its community's row). Without ``community_lists`` a community's
-    two lists are left empty (a reader that never uses them)."""
+    two lists are left empty, without ``combined_degrees`` a relationship's combined degree
+    (a reader that never uses them)."""
     rels, ents = tables["relationships"], tables["entities"]
     comms, reports = tables["communities"], tables["community_reports"]
     rel_ids = rels.column("id").to_pylist()
@@ -323,7 +324,9 @@ def derived_columns(
             "combined_degree": [
                 degree[a] + degree[b] for a, b in zip(sources, targets, strict=True)
             ]
-        },
+        }
+        if combined_degrees
+        else {},
         "communities": {"relationship_ids": community_rels, "text_unit_ids": community_units}
         if community_lists
         else {},
@@ -611,7 +614,9 @@ class GraphTables:
         # Arrow buffers besides the rows (the peak memory of a load is the rows and one table)
         narrow = {name: read(name, columns) for name, columns in DERIVED_INPUTS.items()}
         derived = derived_columns(
-            narrow, community_lists=self.reads("communities", "text_unit_ids")
+            narrow,
+            community_lists=self.reads("communities", "text_unit_ids"),
+            combined_degrees=self.reads("relationships", "combined_degree"),
         )
         narrow_ids = {name: t.column("id") for name, t in narrow.items()}
         del narrow
@@ -966,8 +971,10 @@ def _reject_stale(version: int, current: int | None) -> None:
 QUERY_OMITS: Mapping[str, tuple[str, ...]] = {
     "community_reports": ("full_content", "full_content_json"),
     "text_units": ("relationship_ids",),  # searches reach relationships through entities
-    # derived, not stored: a community's relationships and text units are its members'
+    # derived, not stored: a community's relationships and text units are its members', and a
+    # relationship's combined degree its ends' degrees (``QueryIndex.combined_degree``)
     "communities": ("relationship_ids", "text_unit_ids"),
+    "relationships": ("combined_degree",),
 }
 
 

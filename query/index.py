@@ -67,6 +67,22 @@ class QueryIndex:
     def from_snapshot(cls, snapshot: Snapshot) -> QueryIndex:
         return _build(snapshot)
 
+    def degree(self, key: str) -> int:
+        """An entity's degree (relationships at it; a loop counts twice)."""
+        e = self.entities.get(key)
+        if e is not None:
+            return e.degree
+        ends = self.relationship_ends
+        rels = self.relationships_by_entity.get(key, ())
+        return sum(2 if a == b else 1 for a, b in map(ends.__getitem__, rels))
+
+    def combined_degree(self, r: SnapshotRelationship) -> int:
+        """GraphRAG's ``combined_degree`` of a relationship: its ends' degrees summed. Asked
+        of the index, not the row: the query service's reader leaves that derived column out,
+        so a hub's new relationship does not rewrite every other one of its relationships."""
+        a, b = self.relationship_ends[r.id]
+        return self.degree(a) + self.degree(b)
+
     def children(self, community: int) -> tuple[int, ...]:
         """Children that exist in this snapshot (a dangling child number is ignored)."""
         c = self.communities.get(community)

@@ -8,7 +8,8 @@ changes reach are rewritten; unchanged row objects are shared. The result equals
 ``QueryIndex.from_snapshot`` of the new version (the tests check it), including the columns the
 graph tables derive on reading (``core.graph_tables.derived_columns``): an entity's ``degree`` and
 the ``combined_degree`` of its relationships move when a relationship reaches it, and a
-community's ``relationship_ids`` and ``text_unit_ids`` when one of its members' do.
+community's ``relationship_ids`` and ``text_unit_ids`` when one of its members' do (except in a
+*lean* index, read by the query service's reader, which carries neither).
 """
 
 from __future__ import annotations
@@ -55,23 +56,22 @@ def follow(
     meta: SnapshotMeta,
     changes: Mapping[str, TableChange],
     *,
-    community_lists: bool = True,
+    lean: bool = False,
 ) -> QueryIndex:
     """The index of version ``meta.version``: ``index`` with ``changes`` applied. The
     cyclic collector is paused meanwhile: following allocates a burst of acyclic objects, and
     a full collection over an index of a million objects would take longer than the rest.
-    ``community_lists``: the index carries communities' derived ``relationship_ids`` and
-    ``text_unit_ids`` (the query service's reader leaves them out, and so does this)."""
+    ``lean``: the index was read by the query service's reader, which leaves out the derived
+    columns no query reads (communities' ``relationship_ids`` and ``text_unit_ids``,
+    relationships' ``combined_degree``); they are not maintained either."""
     with gc_paused():
-        return _Follower(index, changes, community_lists).build(meta)
+        return _Follower(index, changes, lean).build(meta)
 
 
 class _Follower:
-    def __init__(
-        self, index: QueryIndex, changes: Mapping[str, TableChange], community_lists: bool
-    ) -> None:
+    def __init__(self, index: QueryIndex, changes: Mapping[str, TableChange], lean: bool) -> None:
         self.old = index
-        self.community_lists = community_lists
+        self.lean = lean
         self.changes = changes
         self.entities = dict(index.entities)
         self.relationships = dict(index.relationships)
@@ -98,7 +98,8 @@ class _Follower:
         reached = self._relationships()  # entities a changed relationship ends at
         units_changed, unit_entities, unit_docs = self._units()
         degree_moved = self._degrees(reached | changed_entities)
-        self._combined_degrees(degree_moved)
+        if not self.lean:
+            self._combined_degrees(degree_moved)
         daily = dict(old.entity_daily)
         for key in changed_entities | unit_entities:
             e = self.entities.get(key)
@@ -341,7 +342,7 @@ class _Follower:
                 memberships[key] = dict(sorted(levels.items()))
             else:
                 memberships.pop(key, None)
-        for key in members_changed if self.community_lists else ():
+        for key in () if self.lean else members_changed:
             for n in memberships.get(key, {}).values():
                 if n not in changed and n in self.communities:
                     self._set_community(self.communities[n])
@@ -352,7 +353,7 @@ class _Follower:
         """``c`` with its derived columns: from its previous form when it has the same
         members (only the relationships and text units of changed members can differ), else
         from all its members; as it is when the index carries no such lists."""
-        if not self.community_lists:
+        if self.lean:
             self.communities[c.community] = c
             self.community_by_id[c.id] = c
             return

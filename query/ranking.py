@@ -69,10 +69,9 @@ def rank_relationships(
         a, b = index.relationship_ends[r.id]
         return b if a in chosen else a
 
-    inside.sort(key=lambda r: (-r.combined_degree, -r.weight, r.human_readable_id))
-    outside.sort(
-        key=lambda r: (-links[outer(r)], -r.combined_degree, -r.weight, r.human_readable_id)
-    )
+    degree = index.combined_degree
+    inside.sort(key=lambda r: (-degree(r), -r.weight, r.human_readable_id))
+    outside.sort(key=lambda r: (-links[outer(r)], -degree(r), -r.weight, r.human_readable_id))
     return (inside + outside)[: max(0, limit)]
 
 

@@ -124,8 +124,8 @@ class IndexHolder:
         if that fails, which is a defect: it is logged with its traceback."""
         try:
             changes = self.store.changes(held.version, latest.version)
-            lists = self.store.reads("communities", "text_unit_ids")
-            index = follow(held, latest.meta, changes, community_lists=lists)
+            lean = not self.store.reads("communities", "text_unit_ids")
+            index = follow(held, latest.meta, changes, lean=lean)
         except SnapshotStoreError:
             raise
         except Exception:

@@ -65,7 +65,7 @@ def find_entity(index: QueryIndex, ident: str) -> SnapshotEntity | None:
 def entity_view(index: QueryIndex, e: SnapshotEntity, limit: int = 20) -> dict[str, Any]:
     rels = sorted(
         map(index.relationships.__getitem__, index.relationships_by_entity.get(e.id, ())),
-        key=lambda r: -r.combined_degree,
+        key=lambda r: -index.combined_degree(r),
     )
     units = [index.text_units[u] for u in index.text_units_by_entity.get(e.id, ())[:limit]]
     return {

@@ -38,9 +38,13 @@ class TestFollow:
             latest = store.resolve(None)
             changes = store.changes(index.version, latest.version)
             followed_rows += sum(len(c.upserts) + len(c.deletes) for c in changes.values())
-            index = follow(index, latest.meta, changes, community_lists=not for_queries)
+            index = follow(index, latest.meta, changes, lean=for_queries)
             assert_same(index, QueryIndex.from_snapshot(store.load()), step)
         assert followed_rows > 0
+        whole = QueryIndex.from_snapshot(open_graph_store(job.settings).load())
+        assert {r.id: index.combined_degree(r) for r in index.relationships.values()} == {
+            r.id: r.combined_degree for r in whole.relationships.values()
+        }
         lists = {c.text_unit_ids for c in index.communities.values()}
         assert (lists == {()}) == for_queries
         assert all(r.full_content == "" and r.body() for r in index.reports.values()) or not (
