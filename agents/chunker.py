@@ -55,6 +55,10 @@ def register(topo: Topology) -> None:
         async for batch in finished_batches(stream, 100, within=topo.settings.kafka.batch_within_s):
             pending: list[Any] = []
             writes: list[tuple[Any, str, dict[str, Any]]] = []
+            # rows this batch wrote, by document id: the table gets them only after the
+            # batch's outputs are delivered, and a correction in the same batch as its
+            # original must see the original's chunks (to retract them)
+            written: dict[str, dict[str, Any]] = {}
             for n, event in enumerate(batch, 1):
                 if not n % 10:
                     await asyncio.sleep(0)  # tokenising is CPU work: let LLM calls in between
@@ -68,14 +72,18 @@ def register(topo: Topology) -> None:
                 if key_text(event.key) != doc.id:
                     pending.append(await documents.send(key=doc.id, value=event.value))
                     continue
-                with as_current(event):
-                    known = table.get(doc.id)
+                if doc.id in written:
+                    known = written[doc.id]
+                else:
+                    with as_current(event):
+                        known = table.get(doc.id)
                 digest = document_hash(doc)
                 if known is not None and known.get("hash") == digest:
                     # a redelivery or a re-publish of the same version: nothing to send, but
                     # the row is written again, so a changelog that missed it (a worker
                     # killed between its local write and the changelog send) gets it back
                     writes.append((event, doc.id, known))
+                    written[doc.id] = known
                     continue
                 pieces = chunk(topo, doc)
                 new_ids = [c.id for c in pieces]
@@ -94,6 +102,7 @@ def register(topo: Topology) -> None:
                         )
                 pending.append(await changes.send(key=doc.id, value=encode_document(doc)))
                 writes.append((event, doc.id, {"hash": digest, "chunks": new_ids}))
+                written[doc.id] = writes[-1][2]
             await deliver(pending)
 
             def write(writes: list[tuple[Any, str, dict[str, Any]]] = writes) -> None:

@@ -114,6 +114,10 @@ def register_rekeyer(topo: Topology) -> None:
         async for batch in finished_batches(stream, 200, within=topo.settings.kafka.batch_within_s):
             pending: list[Any] = []
             writes: list[tuple[Any, str, dict[str, Any] | None]] = []
+            # manifests this batch wrote (None: removed), by chunk id: the table gets them
+            # only after delivery, and an add and a retraction of one chunk in one batch must
+            # see each other
+            written: dict[str, dict[str, Any] | None] = {}
             for n, event in enumerate(batch, 1):
                 if not n % YIELD_EVERY:
                     await asyncio.sleep(0)
@@ -127,8 +131,11 @@ def register_rekeyer(topo: Topology) -> None:
                 chunk_id = (
                     item.chunk_id if not isinstance(item, ChunkExtraction) else (item.chunk.id)
                 )
-                with as_current(event):
-                    stored = manifests.get(chunk_id)
+                if chunk_id in written:
+                    stored = written[chunk_id]
+                else:
+                    with as_current(event):
+                        stored = manifests.get(chunk_id)
                 old = from_dict(ChunkManifest, stored) if stored else None
                 if isinstance(item, ChunkExtraction):
                     manifest, sends = _additions(item)
@@ -144,6 +151,7 @@ def register_rekeyer(topo: Topology) -> None:
                     pending.append(await topo.topics.items(kind).send(key=key, value=payload))
                 pending.append(await changes.send(key=chunk_id, value=encode_change(change)))
                 writes.append((event, chunk_id, row))
+                written[chunk_id] = row
             await deliver(pending)
 
             def write(writes: list[tuple[Any, str, dict[str, Any] | None]] = writes) -> None:

@@ -128,3 +128,33 @@ async def test_a_corrected_article_replaces_its_earlier_version(
     assert second.documents["fix-1"]["title"] == "Port strike (corrected)"
     units = [u for u in second.text_units.values() if u.document_id == "fix-1"]
     assert len(units) == 1 and "Quintessa" in units[0].text
+
+
+async def test_a_correction_in_the_same_batch_as_its_original_leaves_no_orphan(
+    settings: Settings, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    """The original and its correction published back to back reach the chunker in one
+    batch: the correction must retract the original's chunk (read from the batch's own
+    writes), so only the correction's text unit stays, and a later correction retracts it."""
+
+    def version(n: int, company: str) -> tuple[str, str, str, str]:
+        text = f"Harbour master Ines Vaalgard said {company} ships will dock in Gdansk today."
+        return ("same-batch-1", "2026-03-06", f"Dock report v{n}", text)
+
+    both = [version(1, "Brightwater Freight"), version(2, "Corvane Maritime")]
+    await publish(settings, _write(tmp_path, both, "both.jsonl"))
+    second = await fold_until(
+        settings,
+        lambda v: v.documents.get("same-batch-1", {}).get("title") == "Dock report v2",
+    )
+    units = [u for u in second.text_units.values() if u.document_id == "same-batch-1"]
+    assert [u.text for u in units] == [version(2, "Corvane Maritime")[3]], units
+    assert "brightwater freight" not in second.entities
+    await publish(settings, _write(tmp_path, [version(3, "Dunmore Tankers")], "v3.jsonl"))
+    third = await fold_until(
+        settings,
+        lambda v: v.documents.get("same-batch-1", {}).get("title") == "Dock report v3",
+    )
+    units = [u for u in third.text_units.values() if u.document_id == "same-batch-1"]
+    assert len(units) == 1 and "Dunmore" in units[0].text, units
+    assert not {"brightwater freight", "corvane maritime"} & set(third.entities)
