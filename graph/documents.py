@@ -20,6 +20,12 @@ MAX_ID_CHARS = 256
 _KNOWN = {"id", "title", "text", "published_at", "source", "url", "metadata"}
 
 
+def has_control_characters(text: str) -> bool:
+    """NUL, other C0 controls, DEL and C1 controls: never part of an id a person can type,
+    and a key that prints like another one."""
+    return any(ord(c) < 32 or 127 <= ord(c) < 160 for c in text)
+
+
 def normalise_time(value: str) -> str:
     """ISO 8601 → ``YYYY-MM-DDTHH:MM:SSZ`` in UTC; raises ValueError when unparseable."""
     text = value.strip()
@@ -52,6 +58,10 @@ def document_from_obj(obj: object, *, max_chars: int) -> Document:
         raise InvalidDocumentError("field 'id' is empty")
     if len(doc_id) > MAX_ID_CHARS:
         raise InvalidDocumentError(f"field 'id' is longer than {MAX_ID_CHARS} characters")
+    if has_control_characters(doc_id):
+        raise InvalidDocumentError(
+            f"field 'id' contains control characters ({doc_id!r}); use printable characters"
+        )
     text = _string(obj, "text", required=True, doc_id=doc_id)
     if not text.strip():
         raise InvalidDocumentError("field 'text' is empty", doc_id)

@@ -31,6 +31,18 @@ from graph.model import Community
 EventKind = Literal[
     "bootstrap", "emerged", "grew", "shrank", "split", "merged", "dissolved", "unchanged"
 ]
+# the kinds the community-events topic carries: ``unchanged`` is never published, and a
+# regenerated report of a community that kept its id is a ``report_updated``
+PUBLISHED_KINDS = (
+    "bootstrap",
+    "emerged",
+    "grew",
+    "shrank",
+    "split",
+    "merged",
+    "dissolved",
+    "report_updated",
+)
 DEFAULT_SHARE = 0.25
 DEFAULT_SIZE_TOLERANCE = 0.1
 

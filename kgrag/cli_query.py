@@ -299,6 +299,11 @@ def watch_cmd(
     ] = None,
 ) -> None:
     """Live community lineage events: emerged, grew, shrank, split, merged, dissolved."""
+    from graph.lineage import PUBLISHED_KINDS
+
+    unknown = sorted(set(kind or ()) - set(PUBLISHED_KINDS))
+    if unknown:
+        _fail(f"unknown event kind(s) {', '.join(unknown)}; use {', '.join(PUBLISHED_KINDS)}")
     settings = get_settings()
     start = "earliest" if from_beginning else "latest"
     try:

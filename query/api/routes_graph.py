@@ -12,6 +12,8 @@ from typing import Any
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
+from graph.documents import has_control_characters
+from graph.lineage import PUBLISHED_KINDS
 from query.api.errors import ApiError
 from query.api.state import ServiceState
 from query.api.views import (
@@ -26,11 +28,21 @@ from query.sse import HEADERS, MEDIA_TYPE, StartAt, community_events
 from query.time_window import parse_time_window
 
 
+def _printable(ident: str) -> None:
+    """An id with control characters names nothing (and must not be normalised into one
+    that does): a 422 saying so."""
+    if has_control_characters(ident):
+        raise ApiError(
+            422, "invalid_id", f"{ident!r} contains control characters; ids are printable text"
+        )
+
+
 def routes(state: ServiceState) -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["graph"])
 
     @router.get("/entities/{ident}", summary="One entity by key or human-readable id")
     async def get_entity(ident: str) -> Any:
+        _printable(ident)
         index = await state.holder.require()
         e = find_entity(index, ident)
         if e is None:
@@ -62,6 +74,7 @@ def routes(state: ServiceState) -> APIRouter:
 
     @router.get("/communities/{ident}", summary="One community and its report")
     async def get_community(ident: str) -> Any:
+        _printable(ident)
         index = await state.holder.require()
         c = find_community(index, ident)
         if c is None:
@@ -77,8 +90,18 @@ def routes(state: ServiceState) -> APIRouter:
     )
     async def events(
         start: StartAt = Query("latest", alias="from", description="latest or earliest"),
-        kind: list[str] | None = Query(None, description="Only these event kinds"),
+        kind: list[str] | None = Query(
+            None, description=f"Only these event kinds: {', '.join(PUBLISHED_KINDS)}"
+        ),
     ) -> StreamingResponse:
+        unknown = sorted(set(kind or ()) - set(PUBLISHED_KINDS))
+        if unknown:
+            raise ApiError(
+                422,
+                "invalid_kind",
+                f"unknown event kind(s) {', '.join(map(repr, unknown))}; "
+                f"use {', '.join(PUBLISHED_KINDS)}",
+            )
         try:
             await state.ensure_topics()
         except Exception as e:

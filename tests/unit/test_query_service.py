@@ -170,6 +170,24 @@ class TestLimitsAndErrors:
         }  # fmt: skip
         assert client.get("/docs").status_code == 200
 
+    @pytest.mark.parametrize("path", ["/v1/entities/%00abc", "/v1/communities/a%07b"])
+    def test_ids_with_control_characters_are_refused(self, client: TestClient, path: str) -> None:
+        r = client.get(path)
+        assert r.status_code == 422 and error(r)["code"] == "invalid_id"
+
+    def test_an_unknown_event_kind_is_refused_naming_the_kinds(self, client: TestClient) -> None:
+        r = client.get("/v1/events?kind=emerged&kind=exploded")
+        assert r.status_code == 422
+        body = error(r)
+        assert body["code"] == "invalid_kind" and "'exploded'" in body["message"]
+        assert "report_updated" in body["message"]
+
+    def test_a_document_id_with_control_characters_is_refused(self, client: TestClient) -> None:
+        doc = {"id": "a\u0000b", "text": "x", "published_at": "1987-03-01T00:00:00Z"}
+        r = client.post("/v1/documents", json=doc)
+        assert r.status_code == 422, r.text
+        assert "control characters" in error(r)["message"]
+
     def test_unknown_route_is_json_404(self, client: TestClient) -> None:
         r = client.get("/v1/nothing")
         assert r.status_code == 404 and error(r)["code"] == "not_found"
