@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core.errors import ConfigError, LLMError
@@ -41,8 +42,34 @@ def error_body(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse(error_body(code, message), status_code=status)
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(error_body(code, message), status_code=status, headers=headers)
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="Stable, machine-readable: e.g. unauthorized, invalid_query")
+    message: str = Field(description="What was wrong and what to do")
+
+
+class ErrorEnvelope(BaseModel):
+    """The body of every error answer."""
+
+    error: ErrorDetail
+
+
+def documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the error answers a route gives, in the envelope."""
+    what = {
+        401: "The API key is missing or wrong (send it in X-API-Key)",
+        404: "Nothing with that id in the served graph version",
+        413: "The request or question is over its limit",
+        422: "The request is invalid; the message names the field and what is allowed",
+        503: "A dependency (Kafka, Weaviate, the graph tables) is not available, or the index "
+        "is not built yet; the message says what to do",
+    }
+    return {s: {"model": ErrorEnvelope, "description": what[s]} for s in statuses}
 
 
 def api_error(e: Exception) -> ApiError | None:
@@ -90,7 +117,10 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, StarletteHTTPException)
         codes = {404: "not_found", 405: "method_not_allowed"}
         return error_response(
-            exc.status_code, codes.get(exc.status_code, f"http_{exc.status_code}"), str(exc.detail)
+            exc.status_code,
+            codes.get(exc.status_code, f"http_{exc.status_code}"),
+            str(exc.detail),
+            headers=dict(exc.headers) if exc.headers else None,  # 405 keeps its Allow
         )
 
     async def on_unexpected(request: Request, exc: Exception) -> Response:

@@ -10,19 +10,44 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Body
+from pydantic import BaseModel, Field
 
 from core.errors import ConfigError
 from graph.documents import document_from_obj
 from graph.errors import InvalidDocumentError
-from query.api.errors import ApiError
+from query.api.errors import ApiError, documented
 from query.api.state import ServiceState
+
+
+class DocumentIn(BaseModel):
+    """A document as ``kgrag publish`` reads it (any other field is kept in ``metadata``).
+    For the OpenAPI page: the body is validated by the worker's own rules
+    (``graph.documents``), so both refuse the same documents with the same words."""
+
+    id: str = Field(description="Stable id; a later document with the same id replaces it")
+    text: str = Field(description="The article text")
+    published_at: str = Field(description="ISO 8601 time, e.g. 1987-03-02T09:00:00Z")
+    title: str | None = None
+    source: str | None = None
+    url: str | None = None
+    metadata: dict[str, Any] | None = None
 
 
 def routes(state: ServiceState) -> APIRouter:
     # Listed on the OpenAPI page with the graph routes: what feeds the graph beside what reads it.
-    router = APIRouter(prefix="/v1", tags=["graph"])
+    router = APIRouter(prefix="/v1", tags=["graph"], responses=documented(401, 413, 422, 503))
 
-    @router.post("/documents", status_code=202, summary="Publish one document for indexing")
+    @router.post(
+        "/documents",
+        status_code=202,
+        summary="Publish one document for indexing",
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": DocumentIn.model_json_schema()}},
+            }
+        },
+    )
     async def post_document(payload: dict[str, Any] = Body(...)) -> Any:
         try:
             doc = document_from_obj(payload, max_chars=state.settings.chunking.max_document_chars)

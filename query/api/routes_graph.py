@@ -14,7 +14,7 @@ from fastapi.responses import StreamingResponse
 
 from graph.documents import has_control_characters
 from graph.lineage import PUBLISHED_KINDS
-from query.api.errors import ApiError
+from query.api.errors import ApiError, documented
 from query.api.state import ServiceState
 from query.api.views import (
     CommunitySort,
@@ -38,7 +38,7 @@ def _printable(ident: str) -> None:
 
 
 def routes(state: ServiceState) -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["graph"])
+    router = APIRouter(prefix="/v1", tags=["graph"], responses=documented(401, 404, 422, 503))
 
     @router.get("/entities/{ident}", summary="One entity by key or human-readable id")
     async def get_entity(ident: str) -> Any:
@@ -87,6 +87,14 @@ def routes(state: ServiceState) -> APIRouter:
         "/events",
         summary="Server-sent community lineage events",
         response_class=StreamingResponse,
+        responses={
+            200: {
+                "description": "An endless stream of server-sent events, one per lineage "
+                "event: `event:` is its kind, `data:` its JSON (community, level, sizes, "
+                "title, top entities, graph version)",
+                "content": {MEDIA_TYPE: {"schema": {"type": "string"}}},
+            }
+        },
     )
     async def events(
         start: StartAt = Query("latest", alias="from", description="latest or earliest"),

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from query.api.errors import ApiError, error_body
+from query.api.errors import ApiError, documented, error_body
 from query.api.state import ServiceState
 from query.api.views import result_view
 from query.engine import Method, QueryOptions, run_query, run_questions
@@ -101,8 +101,19 @@ def _stream(
     return StreamingResponse(events(), media_type=MEDIA_TYPE, headers=HEADERS)
 
 
+# with ``"stream": true`` an answer comes as server-sent events instead of one JSON body
+STREAMED: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The answer as JSON; with `stream: true`, server-sent events: `chunk` "
+        'events (`{"text": …}`) whose texts concatenate to the answer, then one `done` event '
+        "with everything else (citations, context ids, usage, basis)",
+        "content": {MEDIA_TYPE: {"schema": {"type": "string"}}},
+    }
+}
+
+
 def routes(state: ServiceState) -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["query"])
+    router = APIRouter(prefix="/v1", tags=["query"], responses=documented(401, 404, 413, 422, 503))
 
     async def answer(method: Method, req: QueryRequest, opts: QueryOptions) -> Any:
         question = state.check_question(req.question)
@@ -118,7 +129,11 @@ def routes(state: ServiceState) -> APIRouter:
         state.metrics.record_result(result)
         return result_view(result, index)
 
-    @router.post("/query/local", summary="Local search: the question's entities in context")
+    @router.post(
+        "/query/local",
+        summary="Local search: the question's entities in context",
+        responses=STREAMED,
+    )
     async def query_local(req: LocalQueryRequest) -> Any:
         opts = req.options(
             level=req.level,
@@ -127,14 +142,18 @@ def routes(state: ServiceState) -> APIRouter:
         )
         return await answer("local", req, opts)
 
-    @router.post("/query/global", summary="Global search: map-reduce over community reports")
+    @router.post(
+        "/query/global",
+        summary="Global search: map-reduce over community reports",
+        responses=STREAMED,
+    )
     async def query_global(req: GlobalQueryRequest) -> Any:
         opts = req.options(
             level=req.level, dynamic=req.dynamic, batch_max_tokens=req.batch_max_tokens
         )
         return await answer("global", req, opts)
 
-    @router.post("/query/basic", summary="Basic search: the nearest text units")
+    @router.post("/query/basic", summary="Basic search: the nearest text units", responses=STREAMED)
     async def query_basic(req: BasicQueryRequest) -> Any:
         return await answer(
             "basic", req, req.options(k=req.k, max_context_tokens=req.max_context_tokens)

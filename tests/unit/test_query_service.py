@@ -188,6 +188,24 @@ class TestLimitsAndErrors:
         assert r.status_code == 422, r.text
         assert "control characters" in error(r)["message"]
 
+    def test_wrong_method_is_405_with_its_allow_header(self, client: TestClient) -> None:
+        r = client.put("/v1/query/local")
+        assert r.status_code == 405 and r.headers["allow"] == "POST"
+        assert error(r)["code"] == "method_not_allowed"
+
+    def test_openapi_documents_errors_bodies_and_event_streams(self, client: TestClient) -> None:
+        paths = client.get("/openapi.json").json()["paths"]
+        for path, method in (("/v1/query/local", "post"), ("/v1/entities/{ident}", "get")):
+            responses = paths[path][method]["responses"]
+            assert {"401", "422", "503"} <= set(responses), (path, sorted(responses))
+            assert "ErrorEnvelope" in str(responses["401"])
+        body = paths["/v1/documents"]["post"]["requestBody"]["content"]["application/json"]
+        assert body["schema"]["required"] == ["id", "text", "published_at"]
+        assert (
+            "text/event-stream" in paths["/v1/query/basic"]["post"]["responses"]["200"]["content"]
+        )
+        assert "text/event-stream" in paths["/v1/events"]["get"]["responses"]["200"]["content"]
+
     def test_unknown_route_is_json_404(self, client: TestClient) -> None:
         r = client.get("/v1/nothing")
         assert r.status_code == 404 and error(r)["code"] == "not_found"
