@@ -941,7 +941,7 @@ def parse_as_of(text: str | int | None) -> int | str | None:
     if text is None or isinstance(text, int):
         return text
     text = text.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # "¹" is a digit to str.isdigit, not to int()
         return int(text)
     _parse_time(text)  # refuse a malformed time here, with the message saying what is expected
     return text

@@ -93,7 +93,7 @@ class KafkaSettings(BaseModel):
     def _check_servers(cls, v: str) -> str:
         for part in v.split(","):
             host, sep, port = part.strip().rpartition(":")
-            if not sep or not host or not port.isdigit():
+            if not sep or not host or not (port.isascii() and port.isdigit()):
                 raise ValueError(f"expected host:port[,host:port...], got {part!r}")
         return v
 

@@ -60,7 +60,7 @@ def _dataset(name: str) -> str | None:
 
 def _parse_id(token: str) -> int | None:
     token = token.strip().lstrip("#")
-    return int(token) if token.isdigit() else None
+    return int(token) if token.isascii() and token.isdigit() else None
 
 
 class _Checker:

@@ -30,6 +30,12 @@ from core.settings import Settings
 log = logging.getLogger(__name__)
 
 MEDIA_TYPE = "text/event-stream"
+# one server-sent event, as the OpenAPI document describes the items of a stream
+EVENT_SCHEMA = {
+    "type": "object",
+    "properties": {"event": {"type": "string"}, "data": {"type": "string"}},
+    "required": ["data"],
+}
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _BOUNDARY = re.compile(r"(?<=\s)(?=\S)")
 StartAt = Literal["earliest", "latest"]

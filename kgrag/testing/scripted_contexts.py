@@ -283,7 +283,7 @@ def answer_rating(prompt: str) -> str:
 
 def answer_questions(prompt: str) -> str:
     count_at = last_labelled(prompt, "Number of questions:")
-    count = int(count_at[1]) if count_at and count_at[1].isdigit() else 3
+    count = int(count_at[1]) if count_at and count_at[1].isascii() and count_at[1].isdigit() else 3
     ents = parse_tables(prompt).get("Entities", [])
     names = [r.fields[0] if r.fields else r.id for r in ents] or ["the main entities"]
     templates = (

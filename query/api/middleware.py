@@ -40,7 +40,9 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+        if declared is not None and (
+            not (declared.isascii() and declared.isdigit()) or int(declared) > self.max_bytes
+        ):
             await self._reject(scope, receive, send)
             return
         seen = 0

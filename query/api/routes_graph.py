@@ -24,7 +24,7 @@ from query.api.views import (
     find_entity,
     list_communities,
 )
-from query.sse import HEADERS, MEDIA_TYPE, StartAt, community_events
+from query.sse import EVENT_SCHEMA, HEADERS, MEDIA_TYPE, StartAt, community_events
 from query.time_window import parse_time_window
 
 
@@ -92,7 +92,7 @@ def routes(state: ServiceState) -> APIRouter:
                 "description": "An endless stream of server-sent events, one per lineage "
                 "event: `event:` is its kind, `data:` its JSON (community, level, sizes, "
                 "title, top entities, graph version)",
-                "content": {MEDIA_TYPE: {"schema": {"type": "string"}}},
+                "content": {MEDIA_TYPE: {"schema": EVENT_SCHEMA}},
             }
         },
     )

@@ -22,7 +22,7 @@ from query.api.views import result_view
 from query.engine import Method, QueryOptions, run_query, run_questions
 from query.index import QueryIndex
 from query.results import QueryResult, QuestionsResult
-from query.sse import HEADERS, MEDIA_TYPE, answer_pieces, sse_event
+from query.sse import EVENT_SCHEMA, HEADERS, MEDIA_TYPE, answer_pieces, sse_event
 from query.time_window import parse_time_window
 from query.trends import trends
 
@@ -107,7 +107,7 @@ STREAMED: dict[int | str, dict[str, Any]] = {
         "description": "The answer as JSON; with `stream: true`, server-sent events: `chunk` "
         'events (`{"text": …}`) whose texts concatenate to the answer, then one `done` event '
         "with everything else (citations, context ids, usage, basis)",
-        "content": {MEDIA_TYPE: {"schema": {"type": "string"}}},
+        "content": {MEDIA_TYPE: {"schema": EVENT_SCHEMA}},
     }
 }
 

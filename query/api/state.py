@@ -199,7 +199,7 @@ class IndexHolder:
             wanted = parse_as_of(as_of)
             info = await asyncio.to_thread(self.store.resolve, wanted)
         except GraphTablesError as e:
-            raise ApiError(400, "invalid_as_of", str(e)) from None
+            raise ApiError(422, "invalid_as_of", str(e)) from None
         except SnapshotNotFoundError as e:
             raise ApiError(404, "version_not_found", str(e)) from None
         held = self._index

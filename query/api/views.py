@@ -57,7 +57,7 @@ def result_view(result: QueryResult, index: QueryIndex) -> dict[str, Any]:
 
 def find_entity(index: QueryIndex, ident: str) -> SnapshotEntity | None:
     """By human-readable id (digits), entity key, or any spelling with that key."""
-    if ident.strip().isdigit():
+    if ident.strip().isascii() and ident.strip().isdigit():  # not "¹": int() refuses it
         return index.entity_by_hrid.get(int(ident))
     return index.entities.get(ident) or index.entities.get(entity_key(ident))
 
@@ -109,7 +109,8 @@ def entity_view(index: QueryIndex, e: SnapshotEntity, limit: int = 20) -> dict[s
 
 def find_community(index: QueryIndex, ident: str) -> SnapshotCommunity | None:
     """By community number (digits) or stable id."""
-    if ident.strip().lstrip("-").isdigit():
+    number = ident.strip().lstrip("-")
+    if number.isascii() and number.isdigit():
         return index.communities.get(int(ident))
     return index.community_by_id.get(ident)
 

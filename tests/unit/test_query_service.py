@@ -295,6 +295,12 @@ class TestGraphViews:
         assert {r["target"] for r in body["relationships"]} >= {"Saudi Arabia", "Oil Prices"}
         assert body["communities"] == {"0": 1, "1": 3}
 
+    @pytest.mark.parametrize("path", ["/v1/entities/%C2%B9", "/v1/communities/-%C2%B2"])
+    def test_digits_that_are_not_ascii_are_names_not_numbers(
+        self, client: TestClient, path: str
+    ) -> None:
+        assert client.get(path).status_code == 404  # "¹" passes str.isdigit, not int()
+
     def test_unknown_entity_is_404_naming_it(self, client: TestClient) -> None:
         r = client.get("/v1/entities/Atlantis")
         assert r.status_code == 404 and "Atlantis" in error(r)["message"]
@@ -428,7 +434,7 @@ class TestSnapshotSwap:
             assert gone.status_code == 404
             assert "oldest version kept is 3" in error(gone)["message"]
             bad = c.get("/v1/trends", params={"as_of": "last tuesday"})
-            assert bad.status_code == 400 and "ISO time" in error(bad)["message"]
+            assert bad.status_code == 422 and "ISO time" in error(bad)["message"]
 
     def test_scripted_llm_answers_use_the_llm_path(
         self, tmp_path: Path, store: GraphTables
