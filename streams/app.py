@@ -17,6 +17,7 @@ from mode.utils.queues import FlowControlEvent
 from core.settings import Settings
 from streams.acks import guard_acks
 from streams.flow import GuardedFlowControl, guard_seeks
+from streams.internals import check_consumer, check_modules
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ class WorkerApp(faust.App):
 
     def _new_consumer(self) -> Any:
         consumer = super()._new_consumer()
+        check_consumer(consumer)
         guard_acks(self, consumer)
         guard_seeks(consumer)
         return consumer
@@ -42,6 +44,7 @@ class WorkerApp(faust.App):
 
 
 def create_app(settings: Settings) -> faust.App:
+    check_modules()
     datadir = Path(settings.data_dir) / settings.namespace / "faust"
     datadir.mkdir(parents=True, exist_ok=True)
     return WorkerApp(
