@@ -87,6 +87,13 @@ class KafkaSettings(BaseModel):
         "has: each stage adds up to this to an article's way to search; under load batches "
         "fill to their size first",
     )
+    instance_id: str | None = Field(
+        None,
+        description="This worker's static group membership id (Kafka group.instance.id), "
+        "unique per worker and stable across its restarts (e.g. a StatefulSet pod name): a "
+        "worker restarted after a crash takes its partitions back at once instead of after "
+        "the dead member's session times out. Unset: dynamic membership",
+    )
 
     @field_validator("bootstrap_servers")
     @classmethod

@@ -58,6 +58,7 @@ def create_app(settings: Settings) -> faust.App:
         producer_max_request_size=settings.kafka.max_message_bytes,
         producer_linger_ms=5,
         consumer_auto_offset_reset="earliest",
+        consumer_group_instance_id=settings.kafka.instance_id,
         broker_commit_every=500,
         broker_commit_interval=1.0,
         table_standby_replicas=0,
