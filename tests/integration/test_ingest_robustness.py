@@ -21,6 +21,7 @@ import pytest
 
 from core.publish import publish
 from core.settings import Settings
+from kgrag.services.process import port_open, stop_pid
 from streams.admin import delete_namespace_topics, ensure_topics
 from tests.conftest import make_settings
 from tests.integration.helpers import (
@@ -286,4 +287,59 @@ async def test_re_fetching_every_partition_mid_stream_builds_the_same_graph(
     finally:
         worker.stop()
         await delete_namespace_topics(settings)
+    assert_same_graph(Graph.of(view, 0), reference)
+
+
+# below the ephemeral port range (32768+): a client retrying a connection to a port in that
+# range while nothing listens can end up connected to itself, holding the port the broker
+# then cannot bind again
+BROKER_PORTS = {"broker": 29592, "controller": 29593}
+BROKER_DOWN_S = 15.0
+
+
+async def test_the_broker_restarting_mid_stream_loses_nothing(
+    service_endpoints: dict[str, object],
+    tmp_path_factory: pytest.TempPathFactory,
+    session_namespace: str,
+    documents: Path,
+    reference: Graph,
+) -> None:
+    """A private broker (the launcher on other ports and its own state, so the session's
+    Kafka is untouched) is stopped mid-stream for a while and started again on the same
+    storage: the worker waits, then finishes with the graph of an uninterrupted run."""
+    from kgrag.services import kafka as broker
+
+    if any(port_open(p) for p in BROKER_PORTS.values()):
+        pytest.fail(f"the private broker's ports {sorted(BROKER_PORTS.values())} are taken")
+    data = tmp_path_factory.mktemp("broker-restart")
+    base = make_settings(service_endpoints, f"{session_namespace}-restart", data)
+    settings = base.model_copy(
+        update={
+            "kafka": base.kafka.model_copy(
+                update={"bootstrap_servers": f"127.0.0.1:{BROKER_PORTS['broker']}"}
+            ),
+            "services": base.services.model_copy(
+                update={
+                    "state_dir": data / "services",
+                    "kafka_controller_port": BROKER_PORTS["controller"],
+                }
+            ),
+        }
+    )
+    record = await asyncio.to_thread(broker.up, settings)
+    worker = WorkerProcess(settings, data / "worker.log")
+    try:
+        await ensure_topics(settings)
+        await publish(settings, documents)
+        worker.start()
+        at_stop = await wait_for_changes(settings, reference.changes // 3, timeout=180)
+        await asyncio.to_thread(stop_pid, record.pid)
+        await asyncio.sleep(BROKER_DOWN_S)
+        assert worker.proc is not None and worker.proc.poll() is None, worker.log_tail()
+        record = await asyncio.to_thread(broker.up, settings)
+        assert at_stop < reference.changes * 0.9, "the worker finished before the broker stopped"
+        view = await fold_or_explain(settings, reference, [worker], "the run after restart", 420)
+    finally:
+        worker.stop()
+        await asyncio.to_thread(stop_pid, record.pid)
     assert_same_graph(Graph.of(view, 0), reference)
