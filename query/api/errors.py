@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core.errors import ConfigError, LLMError
+from core.graph_tables import GraphStoreUnavailableError
 from core.vector_store import VectorStoreError
 from graph.errors import PicklableError
 from prompts import PromptError
@@ -83,6 +84,8 @@ def api_error(e: Exception) -> ApiError | None:
             return ApiError(502, "llm_failed", f"the language model gave no usable answer: {e}")
         case VectorStoreError():
             return ApiError(503, "vector_store_unavailable", str(e))
+        case GraphStoreUnavailableError():
+            return ApiError(503, "graph_tables_unavailable", f"{e}; try again shortly")
         case PromptError() | ConfigError():
             return ApiError(500, "misconfigured", str(e))
         case QueryError() | ValueError():
@@ -124,6 +127,9 @@ def install_error_handlers(app: FastAPI) -> None:
         )
 
     async def on_unexpected(request: Request, exc: Exception) -> Response:
+        mapped = api_error(exc)  # one the query layer means, raised outside ``timed``
+        if mapped is not None:
+            return error_response(mapped.status, mapped.code, mapped.message)
         log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
         return error_response(500, "internal", "internal error; the server log has the details")
 

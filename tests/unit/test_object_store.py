@@ -168,3 +168,22 @@ class TestAnOutageSeenByTheQueryService:
             assert holder.unreachable is None and holder.failing_since is None
 
         asyncio.run(scenario())
+
+
+def test_an_unreachable_store_is_a_503_saying_so_never_a_500(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from query.api.app import create_app
+    from tests.unit.test_query_service import query_deps
+    from tests.unit.test_query_service import settings as api_settings
+
+    store = FlakyStore(tmp_path / "tables")
+    store.write(graph(1, {1: "first"}))
+    app = create_app(
+        api_settings(tmp_path), deps=query_deps(), snapshot_store=store, refresh_interval_s=30
+    )
+    with TestClient(app, raise_server_exceptions=False) as client:
+        store.down = True
+        r = client.post("/v1/query/local", json={"question": "What of E1?", "as_of": "1"})
+        assert r.status_code == 503, r.text
+        assert r.json()["error"]["code"] == "graph_tables_unavailable"
