@@ -15,8 +15,9 @@ Three clients, one configuration (``tables``: endpoint, region, credentials, tim
 - **pyarrow**'s S3 filesystem creates the bucket (``kgrag services up``, ``kgrag services
   bucket``): neither of the others has a create-bucket call.
 
-Credentials left empty come from the standard AWS environment variables or profile, which
-all three read themselves. Errors are reduced to one line without terminal colours, so the
+Credentials left empty come from the standard AWS environment variables (``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, ``AWS_ENDPOINT_URL``; on EC2 or ECS the instance's
+role), which each client reads itself. Errors are reduced to one line without terminal colours, so the
 health probe and the CLI can quote them.
 """
 
@@ -57,7 +58,7 @@ def one_line(err: BaseException, limit: int = 300) -> str:
 
 def _given(tables: TablesSettings) -> dict[str, str]:
     """What the settings say of the store (endpoint, region, credentials); what they leave
-    out the AWS environment or profile supplies, read by each client itself."""
+    out the AWS environment supplies, read by each client itself."""
     given = {
         "endpoint": tables.endpoint_url,
         "region": tables.region,

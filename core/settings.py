@@ -350,7 +350,7 @@ class TablesSettings(BaseModel):
         "empty: AWS S3 (or AWS_ENDPOINT_URL)",
     )
     region: str = Field("", description="Empty: AWS_REGION, else us-east-1")
-    access_key_id: str = Field("", description="Empty: the standard AWS environment/profile")
+    access_key_id: str = Field("", description="Empty: the standard AWS environment variables")
     secret_access_key: SecretStr | None = Field(None, description="With access_key_id")
     timeout_s: float = Field(10.0, gt=0, description="One request to the object store")
     max_retries: int = Field(2, ge=0, description="Retries of a failed request")
