@@ -17,8 +17,8 @@ Three clients, one configuration (``tables``: endpoint, region, credentials, tim
 
 Credentials left empty come from the standard AWS environment variables (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, ``AWS_ENDPOINT_URL``; on EC2 or ECS the instance's
-role), which each client reads itself. Errors are reduced to one line without terminal colours, so the
-health probe and the CLI can quote them.
+role), which each client reads itself. Errors are reduced to one line without terminal colours,
+so the health probe and the CLI can quote them.
 """
 
 from __future__ import annotations
