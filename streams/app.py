@@ -18,6 +18,7 @@ from core.settings import Settings
 from streams.acks import guard_acks
 from streams.flow import GuardedFlowControl, guard_seeks
 from streams.internals import check_consumer, check_modules
+from streams.log_limits import quiet_bursts
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class WorkerApp(faust.App):
 
 def create_app(settings: Settings) -> faust.App:
     check_modules()
+    quiet_bursts()
     datadir = Path(settings.data_dir) / settings.namespace / "faust"
     datadir.mkdir(parents=True, exist_ok=True)
     return WorkerApp(
