@@ -971,6 +971,7 @@ def _reject_stale(version: int, current: int | None) -> None:
 QUERY_OMITS: Mapping[str, tuple[str, ...]] = {
     "community_reports": ("full_content", "full_content_json"),
     "text_units": ("relationship_ids",),  # searches reach relationships through entities
+    "documents": ("text",),  # answers quote text units; a document's text is the export's
     # derived, not stored: a community's relationships and text units are its members', and a
     # relationship's combined degree its ends' degrees (``QueryIndex.combined_degree``)
     "communities": ("relationship_ids", "text_unit_ids"),
