@@ -26,7 +26,15 @@ from graph.contributions import (
 )
 from graph.merge_errors import InvalidContributionError, RetractionError
 from graph.model import content_id
-from graph.tally import DayWindow, Tally, day_add, day_remove, tally_add, tally_remove
+from graph.tally import (
+    DayWindow,
+    Tally,
+    day_add,
+    day_remove,
+    sample_add,
+    tally_add,
+    tally_remove,
+)
 
 MAX_NAMES = 8  # display-name variants kept per entity / endpoint
 MAX_TYPES = 8  # types kept per entity
@@ -39,7 +47,7 @@ class EntityAggregate:
     key: str
     names: Tally  # display name → chunks using it
     types: Tally  # type → chunks assigning it
-    descriptions: Tally  # description → chunks giving it (capped at max_descriptions)
+    descriptions: Tally  # description → chunks giving it (bottom-k sample, max_descriptions)
     mention_count: int  # live chunks naming the entity
     document_count: int  # live documents with at least one such chunk
     days: DayWindow  # mentions per published day
@@ -128,8 +136,9 @@ def _check_key(row_key: str, contrib_key: str) -> None:
 
 
 def _add_all(tally: Tally, values: tuple[str, ...], cap: int) -> Tally:
+    """Descriptions and claims: the bottom-k sample, the same in any arrival order."""
     for v in values:
-        tally = tally_add(tally, v, cap=cap)
+        tally = sample_add(tally, v, cap=cap)
     return tally
 
 

@@ -4,12 +4,21 @@ A hub entity is named in thousands of chunks, but its table row must stay a few 
 per-value count it keeps is capped. Two structures, both pure and immutable:
 
 ``Tally`` — value → number of live chunks supporting it, at most ``cap`` values, plus
-``overflow``, the supports of values not kept. When a new value arrives and the tally is
-full, it replaces the *weakest* kept value only if that one has a single support and a larger
-rank (a stable 64-bit hash of the text) than the newcomer; otherwise the newcomer is counted
-in ``overflow``. So a value confirmed by several chunks is never pushed out by a newcomer
-("keep the most supported"), and among single-support values the kept ones are those of
-smallest rank — a bottom-k sample, which is the same whatever the arrival order.
+``overflow``, the supports of values not kept. Two rules decide which values a full tally keeps:
+
+- ``sample_add`` (descriptions, claims): the kept values are the ``cap`` distinct values of
+  smallest *rank* (a stable 64-bit hash of the text), each with its exact count — a bottom-k
+  sample, which is a function of the evidence alone: any order of the same adds gives the
+  same tally. That matters because a merger's input interleaves many chunk partitions, and a
+  replay after a crash interleaves them differently; the kept descriptions feed summaries and
+  report materiality, so they must not depend on it. A newcomer of smaller rank than the
+  largest kept value evicts it (its count goes to ``overflow``); once evicted, a value never
+  comes back while only adds arrive, since the largest kept rank only goes down.
+- ``tally_add`` (display names, types): a value confirmed by several chunks is never pushed
+  out by a newcomer ("keep the most supported", so ``most_common`` stays right); among
+  single-support values the kept ones are those of smallest rank. More than ``cap`` distinct
+  names or types is rare, and only then can the kept set depend on arrival order.
+
 Removing a value decrements it if kept, else decrements ``overflow``.
 
 ``DayWindow`` — mentions per day (date ordinals) for the ``cap`` most recent distinct days;
@@ -20,11 +29,11 @@ Exactness. Totals are always exact: ``sum(counts) + overflow`` (and ``sum(days) 
 equals the number of live supports under any sequence of adds and removes. Below the caps
 every count is exact and ``remove(add(x)) == x``. At the caps some detail is lost, on
 purpose: an evicted value or day keeps only its count in ``overflow``/``older`` and does not
-come back when the newcomer that evicted it is removed; a value that overflowed stays out even
-if it later gathers more support than a kept one; ``older_first`` is a lower bound (and
+come back when the newcomer that evicted it is removed, so after retractions at the cap a
+kept set is still a sample of live values but no longer always the smallest ranks (a freed
+slot goes to the next value that arrives); ``older_first`` is a lower bound (and
 ``older_last`` an upper bound) of the folded days until ``older`` drops to zero. Insert-only
-streams keep the same window whatever their order; a tally with repeated values beyond its cap
-may depend on arrival order.
+streams keep the same window and the same ``sample_add`` tally whatever their order.
 """
 
 from __future__ import annotations
@@ -85,6 +94,25 @@ def tally_add(tally: Tally, value: str, *, cap: int) -> Tally:
             del counts[weakest]
             counts[value] = 1
         overflow += 1  # either the newcomer or the value it evicted is no longer kept
+    return Tally(tuple(sorted(counts.items())), overflow)
+
+
+def sample_add(tally: Tally, value: str, *, cap: int) -> Tally:
+    """One more chunk supports ``value``; a full tally keeps the ``cap`` values of smallest
+    rank whatever their counts (see the module docstring)."""
+    counts = dict(tally.items)
+    overflow = tally.overflow
+    if value in counts:
+        counts[value] += 1
+    elif len(counts) < cap:
+        counts[value] = 1
+    else:
+        ranked = max(counts, key=rank, default=None)
+        if ranked is not None and rank(value) < rank(ranked):
+            overflow += counts.pop(ranked)
+            counts[value] = 1
+        else:
+            overflow += 1
     return Tally(tuple(sorted(counts.items())), overflow)
 
 

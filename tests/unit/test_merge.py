@@ -80,7 +80,7 @@ from graph.model import (
     RelationshipMention,
     content_id,
 )
-from graph.tally import DayWindow, Tally, day_add, day_remove, tally_add, tally_remove
+from graph.tally import DayWindow, Tally, day_add, day_remove, rank, tally_add, tally_remove
 
 DAY0 = date(1987, 3, 1)
 CAP = 12
@@ -590,6 +590,40 @@ class TestOrderIndependence:
         assert a.descriptions == b.descriptions
         assert a.descriptions.overflow == 35
 
+    @settings(max_examples=40, deadline=None)
+    @given(st.lists(st.integers(0, 11), min_size=1, max_size=40), st.randoms(use_true_random=False))
+    def test_repeated_descriptions_beyond_the_cap_keep_the_same_sample(
+        self, picks: list[int], rnd: random.Random
+    ) -> None:
+        """A description confirmed by several chunks beyond the cap: the kept set and its
+        counts are those of the evidence, whatever order the chunks arrive in (a replay
+        after a crash interleaves the chunk partitions differently)."""
+        contribs = [ec(i, descriptions=(f"description {p}",)) for i, p in enumerate(picks)]
+        shuffled = contribs[:]
+        rnd.shuffle(shuffled)
+        a, b = fold_entity(contribs, cap=4), fold_entity(shuffled, cap=4)
+        assert a is not None and b is not None
+        assert a.descriptions == b.descriptions
+        assert a.descriptions.total == len(picks)
+        live = Counter(f"description {p}" for p in picks)
+        kept = sorted(live, key=rank)[:4]  # the bottom-k of the distinct values, exact counts
+        assert dict(a.descriptions.items) == {v: live[v] for v in kept}
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.lists(st.integers(0, 11), min_size=1, max_size=40), st.randoms(use_true_random=False))
+    def test_repeated_claims_beyond_the_cap_keep_the_same_facts(
+        self, picks: list[int], rnd: random.Random
+    ) -> None:
+        contribs = [cc(i, f"claim {p}") for i, p in enumerate(picks)]
+        shuffled = contribs[:]
+        rnd.shuffle(shuffled)
+        a = b = None
+        for c in contribs:
+            a = apply_claims(a, c, max_claims=3)
+        for c in shuffled:
+            b = apply_claims(b, c, max_claims=3)
+        assert a == b
+
     @settings(max_examples=30, deadline=None)
     @given(st.permutations(range(30)))
     def test_day_window_beyond_its_cap_is_order_independent(self, order: list[int]) -> None:
@@ -624,18 +658,24 @@ class TestAggregateRules:
         agg = fold_entity([ec(1, name="ACME"), ec(2, name="Acme"), ec(3, name="Acme")])
         assert agg is not None and agg.name == "Acme"
 
-    def test_description_cap_keeps_the_most_supported(self) -> None:
+    def test_description_cap_keeps_the_smallest_ranks_with_exact_counts(self) -> None:
         confirmed = [ec(i, descriptions=(f"confirmed {i % 3}",)) for i in range(6)]
         newcomers = [ec(10 + i, descriptions=(f"once {i}",)) for i in range(20)]
         full = fold_entity(confirmed + newcomers, cap=3)
         assert full is not None
-        assert dict(full.descriptions.items) == {f"confirmed {i}": 2 for i in range(3)}
-        assert full.descriptions.overflow == 20
-        roomy = fold_entity(confirmed + newcomers, cap=4)
-        assert roomy is not None
-        assert {f"confirmed {i}" for i in range(3)} <= set(roomy.descriptions.values())
-        assert len(roomy.descriptions.items) == 4
-        assert roomy.descriptions.total == 26  # what is not kept is still counted
+        live = Counter(d for c in confirmed + newcomers for d in c.descriptions)
+        kept = sorted(live, key=rank)[:3]
+        assert dict(full.descriptions.items) == {v: live[v] for v in kept}
+        assert full.descriptions.total == 26  # what is not kept is still counted
+        assert fold_entity(newcomers + confirmed, cap=3) == full
+
+    def test_display_names_beyond_the_cap_keep_the_most_supported(self) -> None:
+        confirmed = [ec(i, name=f"Acme {i % 2}") for i in range(4)]
+        variants = [ec(10 + i, name=f"Acme variant {i}") for i in range(12)]
+        agg = fold_entity(confirmed + variants)
+        assert agg is not None
+        assert {"Acme 0", "Acme 1"} <= set(agg.names.values())
+        assert agg.name == "Acme 0" and agg.names.total == 16
 
     def test_document_count_exact_through_retractions(self) -> None:
         m = MiniMerger()
