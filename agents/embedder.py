@@ -8,6 +8,11 @@ If Weaviate is unreachable the batch is retried with backoff until it succeeds; 
 not move on, so the offsets behind the batch are not committed and nothing is lost; a batch
 interrupted by a shutdown stays unacked (``streams.batching.finished_batches``). Upserts
 replace the object with the same UUID, so a retry or a redelivery never adds a second copy.
+
+They run in a worker of their own, with their own consumer group (``kgrag.worker``): an agent
+that waits fills its queue, and faust then holds back delivery of every topic its app consumes.
+In the graph worker's app that froze the chunker and the mergers for as long as Weaviate was
+down; in an app of their own, only the vectors wait.
 """
 
 from __future__ import annotations
@@ -15,7 +20,10 @@ from __future__ import annotations
 import logging
 from typing import Any, TypeVar
 
+import faust
+
 from core.clients import Clients
+from core.settings import Settings
 from core.vector_store import WeaviateStore
 from graph.aggregates import EntityAggregate, RelationshipAggregate
 from graph.graph_changes import GraphChange
@@ -23,7 +31,7 @@ from graph.model import Chunk
 from graph.tally import Tally
 from streams.batching import finished_batches
 from streams.codecs import PayloadError, Retraction, decode_chunk_event, decode_graph_change
-from streams.topology import Topology
+from streams.topology import Topics
 from streams.vectors import VectorWriter, until_done
 
 log = logging.getLogger(__name__)
@@ -82,22 +90,24 @@ def _relationship_text(rel: RelationshipAggregate) -> str:
     return f"{rel.source_name} – {rel.target_name}: {top_descriptions(rel.descriptions)}"
 
 
-def register(topo: Topology, clients: Clients) -> None:
+def register(app: faust.App, settings: Settings, topics: Topics, clients: Clients) -> None:
+    """The two embedders on ``app``: the vector worker's own app, never the graph worker's
+    (see ``kgrag.worker``)."""
     state: dict[str, WeaviateStore] = {}
     embedder = clients.embedder
-    with_relationships = topo.settings.embeddings.embed_relationships
+    with_relationships = settings.embeddings.embed_relationships
 
     async def store() -> WeaviateStore:
         if "store" not in state:
-            s = WeaviateStore(topo.settings)
+            s = WeaviateStore(settings)
             await until_done("Weaviate connection", s.connect)
             state["store"] = s
         return state["store"]
 
-    @topo.app.agent(topo.topics.chunks, name=f"{topo.settings.namespace}.text-embedder")
+    @app.agent(topics.chunks, name=f"{settings.namespace}.text-embedder")
     async def embed_text_units(stream: Any) -> None:
         async for batch in finished_batches(
-            stream, topo.settings.weaviate.batch_size, topo.settings.kafka.batch_within_s
+            stream, settings.weaviate.batch_size, settings.kafka.batch_within_s
         ):
             writer = VectorWriter(store, embedder)
             for item in batch:
@@ -117,10 +127,10 @@ def register(topo: Topology, clients: Clients) -> None:
                     )
             await writer.flush()
 
-    @topo.app.agent(topo.topics.graph_changes, name=f"{topo.settings.namespace}.entity-embedder")
+    @app.agent(topics.graph_changes, name=f"{settings.namespace}.entity-embedder")
     async def embed_entities(stream: Any) -> None:
         async for batch in finished_batches(
-            stream, topo.settings.weaviate.batch_size, topo.settings.kafka.batch_within_s
+            stream, settings.weaviate.batch_size, settings.kafka.batch_within_s
         ):
             writer = VectorWriter(store, embedder)
             for item in batch:

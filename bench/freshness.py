@@ -72,8 +72,7 @@ from bench.results_io import (
 )
 from core.graph_tables import open_graph_store
 from core.job_status import read_status
-from core.lag import WORKER_TOPICS
-from core.lag import consumer_lag as lag_by_topic
+from core.lag import pipeline_lag
 from core.publish import publish
 from core.settings import Settings, load_settings
 from streams.admin import delete_namespace_topics, ensure_topics
@@ -143,7 +142,7 @@ async def caught_up(
     store = open_graph_store(settings)
     while time.monotonic() - started < timeout:
         await asyncio.sleep(5)
-        lag = await lag_by_topic(settings, topics=WORKER_TOPICS)
+        lag = await pipeline_lag(settings)
         infos = store.version_infos()
         runs = [v for v in infos if v.meta.kind == "run"]
         job = read_status(settings)

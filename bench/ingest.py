@@ -56,8 +56,7 @@ from bench.live import (
     wait_ready,
 )
 from bench.results_io import RESULTS, REUTERS_DEV, machine, now_iso, write_result
-from core.lag import WORKER_TOPICS
-from core.lag import consumer_lag as lag_by_topic
+from core.lag import pipeline_lag
 from core.publish import publish
 from core.settings import Settings, load_settings
 from core.tokenizer import ensure_offline_bpe
@@ -81,7 +80,7 @@ STAGES = (
 
 
 async def consumer_lag(settings: Settings) -> int:
-    return sum((await lag_by_topic(settings, topics=WORKER_TOPICS)).values())
+    return sum((await pipeline_lag(settings)).values())
 
 
 async def absorbed(settings: Settings, sent: int, timeout: float, settle: float = 3.0) -> GraphView:

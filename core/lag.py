@@ -1,8 +1,11 @@
-"""Consumer lag of a worker group: how many messages it has not committed yet, per topic.
+"""Consumer lag of the worker groups: how many messages they have not committed yet, per topic.
 
-One reader for the three places that need it: the query service's ``/metrics`` gauge, the
-integration tests and the ingest benchmark (which wait for the group to catch up before they
-call a run finished).
+Two groups consume the pipeline's topics: the graph worker's (``Settings.app_id``: chunker,
+extractor, mergers) and the vector worker's (``Settings.vector_app_id``: the embedders), apart
+so that a Weaviate outage holds back only the vectors (``kgrag.worker``). One reader for the
+places that need it: the query service's ``/metrics`` gauges, ``kgrag status``, the
+integration tests and the benchmarks (which wait for both groups to catch up before they call
+a run finished: ``pipeline_lag``).
 """
 
 from __future__ import annotations
@@ -14,16 +17,16 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from core.settings import Settings
 
-# Every topic the worker group consumes (settings names), for "has the group caught up?".
-WORKER_TOPICS = (
+# Every topic each group consumes (settings names), for "has the group caught up?".
+GRAPH_TOPICS = (
     "documents",
     "chunks",
     "extractions",
     "entity_items",
     "relationship_items",
     "claim_items",
-    "graph_changes",
 )
+VECTOR_TOPICS = ("chunks", "graph_changes")
 
 
 async def consumer_lag(
@@ -35,7 +38,7 @@ async def consumer_lag(
 ) -> dict[str, int]:
     """Per topic name: end offsets minus the group's committed offsets, over partitions.
 
-    With ``topics`` (settings names, e.g. ``WORKER_TOPICS``) every partition of those topics
+    With ``topics`` (settings names, e.g. ``GRAPH_TOPICS``) every partition of those topics
     counts, one the group never committed from offset 0, so a worker still waiting for its
     partitions is not taken for one that is done. Without, only the partitions the group
     has committed count (a topic it never consumed has no figure). End offsets are read
@@ -71,6 +74,17 @@ async def consumer_lag(
     return lag
 
 
+async def pipeline_lag(settings: Settings, *, timeout_ms: int = 5000) -> dict[str, int]:
+    """Messages each worker group has not committed yet, over every topic it consumes:
+    ``{"graph": n, "vectors": m}``; both 0 when everything published is in the graph and in
+    Weaviate (the community job's versions are counted elsewhere: ``pending_changes``)."""
+    graph = await consumer_lag(settings, topics=GRAPH_TOPICS, timeout_ms=timeout_ms)
+    vectors = await consumer_lag(
+        settings, topics=VECTOR_TOPICS, group_id=settings.vector_app_id, timeout_ms=timeout_ms
+    )
+    return {"graph": sum(graph.values()), "vectors": sum(vectors.values())}
+
+
 async def graph_end_offsets(settings: Settings, timeout_s: float = 5.0) -> dict[int, int]:
     """Partition -> end offset (the next offset to be written) of the ``graph_changes``
     topic; empty when the topic does not exist yet (no worker has run in this namespace)."""
@@ -91,9 +105,9 @@ async def graph_end_offsets(settings: Settings, timeout_s: float = 5.0) -> dict[
     return {tp.partition: offset for tp, offset in ends.items()}
 
 
-# Topics upstream of graph_changes: once the group has nothing left on them, no graph change
-# for what was published so far is still to come.
-UPSTREAM_TOPICS = tuple(t for t in WORKER_TOPICS if t != "graph_changes")
+# Topics upstream of graph_changes: once the graph worker's group has nothing left on them, no
+# graph change for what was published so far is still to come.
+UPSTREAM_TOPICS = GRAPH_TOPICS
 
 
 async def reflects_everything(settings: Settings, consumed_offsets: Mapping[str, int]) -> bool:

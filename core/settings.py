@@ -491,6 +491,13 @@ class Settings(BaseSettings):
     def app_id(self) -> str:
         return f"{self.namespace}-worker"
 
+    @property
+    def vector_app_id(self) -> str:
+        """The embedders' consumer group: their own, so a Weaviate outage holds back only
+        their offsets (see ``kgrag.worker``). Under ``app_id``'s prefix, so a namespace reset
+        removes its internal topics with the worker's."""
+        return f"{self.app_id}-vectors"
+
     def collection(self, kind: str) -> str:
         """Weaviate collection name: must start with a capital letter, no dots or dashes."""
         ns = re.sub(r"[^A-Za-z0-9]", "_", self.namespace)

@@ -129,11 +129,15 @@ def worker(
     community_job: Annotated[
         bool, typer.Option(help="Also run the community job (one leader across workers)")
     ] = True,
+    vectors: Annotated[
+        bool, typer.Option(help="Also run the vector worker (the embedders into Weaviate)")
+    ] = True,
 ) -> None:
-    """Run the stream worker (chunker, extractor, mergers, embedders) until interrupted.
+    """Run the stream worker (chunker, extractor, mergers) until interrupted.
 
-    The community job runs as a supervised child process: restarted with a growing backoff
-    when it dies, ended with the worker.
+    The community job and the vector worker (the embedders, in a consumer group of their own
+    so a Weaviate outage holds back only the vectors) run as supervised child processes:
+    restarted with a growing backoff when they die, ended with the worker.
     """
     from faust import Worker
 
@@ -145,8 +149,39 @@ def worker(
     asyncio.run(ensure_topics(settings))
     if community_job:
         supervise_kgrag(["community-job", "--loglevel", loglevel])
+    if vectors:
+        supervise_kgrag(["vector-worker", "--loglevel", loglevel])
     topo = build(settings)
     Worker(topo.app, loglevel=loglevel).execute_from_commandline()
+
+
+@app.command("vector-worker")
+def vector_worker(
+    loglevel: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
+    supervisor_restarts: Annotated[
+        int,
+        typer.Option(
+            "--supervisor-restarts",
+            min=0,
+            hidden=True,
+            help="Times the worker's supervisor restarted this process (set by the supervisor)",
+        ),
+    ] = 0,
+) -> None:
+    """Run the embedders (chunks and graph changes into Weaviate) until interrupted; `kgrag
+    worker` starts one beside itself."""
+    from faust import Worker
+
+    from kgrag.worker import build_vectors
+    from streams.admin import ensure_topics
+
+    settings = _settings()
+    if supervisor_restarts:
+        logging.getLogger(__name__).warning(
+            "vector worker restarted by its supervisor (%d restarts)", supervisor_restarts
+        )
+    asyncio.run(ensure_topics(settings))
+    Worker(build_vectors(settings), loglevel=loglevel).execute_from_commandline()
 
 
 @app.command("community-job")

@@ -35,7 +35,7 @@ from core.errors import KgragError
 from core.graph_tables import open_graph_store
 from core.health import Eta, assess, describe_job, eta, format_duration, pending_changes
 from core.job_status import JobStatus, read_status
-from core.lag import consumer_lag
+from core.lag import VECTOR_TOPICS, consumer_lag
 from core.settings import Settings, get_settings
 from core.snapshot_store import SnapshotStoreError
 
@@ -55,6 +55,7 @@ STAGES = (
     "claim_items",
 )
 GRAPH_CHANGES = "graph_changes"
+VECTORS = "vectors"  # the vector worker's group: chunks and graph changes not yet in Weaviate
 FAILED_SHOWN = 5  # refused items listed in the human form
 
 
@@ -109,16 +110,19 @@ def latest_snapshot(settings: Settings) -> SnapshotFacts | None:
 
 @dataclass(frozen=True, slots=True)
 class KafkaSample:
-    """One reading of the backlog: worker-group lag per stage, graph_changes end offsets."""
+    """One reading of the backlog: graph-worker lag per stage, graph_changes end offsets, and
+    the vector worker's lag (its chunks and graph changes not yet embedded)."""
 
     at: float  # monotonic
     stage_lag: dict[str, int]
     graph_ends: dict[int, int]
+    vector_lag: int = 0
 
     def pending(self, snapshot: SnapshotFacts | None) -> dict[str, int]:
         out = {name: self.stage_lag.get(name, 0) for name in STAGES}
         consumed = None if snapshot is None else snapshot.consumed_offsets
         out[GRAPH_CHANGES] = pending_changes(self.graph_ends, consumed)
+        out[VECTORS] = self.vector_lag
         return out
 
 
@@ -130,10 +134,14 @@ async def sample_kafka(settings: Settings, timeout_s: float) -> KafkaSample:
         ends = await graph_end_offsets(settings, timeout_s)
         if not ends:  # topics not created yet: nothing can be pending
             return KafkaSample(time.monotonic(), {}, {})
-        lag = await consumer_lag(settings, topics=STAGES, timeout_ms=int(timeout_s * 1000))
+        timeout_ms = int(timeout_s * 1000)
+        lag = await consumer_lag(settings, topics=STAGES, timeout_ms=timeout_ms)
         by_name = {settings.topic(name): name for name in STAGES}
         stage_lag = {by_name[t]: n for t, n in lag.items() if t in by_name}
-        return KafkaSample(time.monotonic(), stage_lag, ends)
+        vectors = await consumer_lag(
+            settings, topics=VECTOR_TOPICS, group_id=settings.vector_app_id, timeout_ms=timeout_ms
+        )
+        return KafkaSample(time.monotonic(), stage_lag, ends, sum(vectors.values()))
 
     return await asyncio.wait_for(read(), 2 * timeout_s + 1)
 
@@ -305,7 +313,9 @@ def print_report(report: StatusReport, out: Console) -> None:
         work.add_row("[red]unknown[/]", "Kafka unreachable")
     else:
         for name, n in report.pending.items():
-            label = f"{name} (community job)" if name == GRAPH_CHANGES else name
+            label = {GRAPH_CHANGES: f"{name} (community job)", VECTORS: "vectors (Weaviate)"}.get(
+                name, name
+            )
             work.add_row(label, str(n) if n == 0 else f"[yellow]{n}[/]")
         work.add_row("[bold]total[/]", f"[bold]{report.pending_total}[/]")
         backlog = report.eta
@@ -416,7 +426,8 @@ def status_cmd(
         consumed_offsets (null before the first version);
       kafka: bootstrap_servers, reachable, error (str or null);
       pending: documents, chunks, extractions, entity_items,
-        relationship_items, claim_items, graph_changes (null: no Kafka);
+        relationship_items, claim_items, graph_changes, vectors
+        (null: no Kafka);
       pending_total (int or null);
       eta: seconds (null: unknown), drained_per_s, sample_s, text;
       community_job: the job's status file with alive and restarts

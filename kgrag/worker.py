@@ -1,28 +1,36 @@
-"""The stream worker, assembled in one place: the pipeline from a document to the graph reads
+"""The stream workers, assembled in one place: the pipeline from a document to the graph reads
 top to bottom here.
 
-``kgrag worker`` calls :func:`build` and runs the app it returns; the community job runs beside
-it as a supervised process of its own (``agents.community.job``), and the query service reads
-what both produce (``query/``).
+``kgrag worker`` runs the graph worker (:func:`build`: chunker, extractor, mergers) and starts
+two supervised child processes beside it: the community job (``agents.community.job``) and the
+vector worker (:func:`build_vectors`: the embedders, ``kgrag vector-worker``). The embedders
+have their own faust app and consumer group because a stage that waits holds back its whole
+app: faust stops delivering every topic of an app once one agent's queue is full, so embedders
+waiting for Weaviate inside the graph worker froze chunking and merging with them. Apart, a
+Weaviate outage delays only the vectors; the graph, its versions and the reports go on. The
+query service reads what all of them produce (``query/``).
 """
 
 from __future__ import annotations
 
+import faust
+
 from agents import chunker, embedder, extractor, merger
 from core.clients import Clients
-from core.lag import WORKER_TOPICS
+from core.lag import GRAPH_TOPICS, VECTOR_TOPICS
 from core.settings import Settings
 from core.tokenizer import ensure_offline_bpe
 from streams import watchdog
 from streams.app import create_app
-from streams.topology import Topology, declare
+from streams.topology import Topology, declare, declare_topics
 
 
 def build(settings: Settings) -> Topology:
-    """The faust app with its topics and tables declared and every agent registered."""
+    """The graph worker's faust app with its topics and tables declared and its agents
+    registered."""
     ensure_offline_bpe()  # before any tokenizer use in this process
     topo = declare(settings, create_app(settings))
-    # the model and the embedder, built once (offline stand-ins when none is configured)
+    # the model (an offline stand-in when none is configured), built once
     clients = Clients.from_settings(settings)
     # documents → chunks (text units cut by tokens; corrections retract what they replace)
     chunker.register(topo)
@@ -30,8 +38,17 @@ def build(settings: Settings) -> Topology:
     extractor.register(topo, clients)
     # extractions → items keyed by entity / relationship → merged rows → graph changes
     merger.register(topo)
-    # chunks and graph changes → vectors of text units and entities in Weaviate
-    embedder.register(topo, clients)
     # a partition faust stopped delivering after a rebalance makes the worker rejoin its group
-    watchdog.register(topo.app, [settings.topic(name) for name in WORKER_TOPICS])
+    watchdog.register(topo.app, [settings.topic(name) for name in GRAPH_TOPICS])
     return topo
+
+
+def build_vectors(settings: Settings) -> faust.App:
+    """The vector worker's faust app: chunks and graph changes → vectors of text units and
+    entities in Weaviate, in the ``vector_app_id`` consumer group."""
+    ensure_offline_bpe()
+    app = create_app(settings, vectors=True)
+    topics = declare_topics(settings, app)
+    embedder.register(app, settings, topics, Clients.from_settings(settings))
+    watchdog.register(app, [settings.topic(name) for name in VECTOR_TOPICS])
+    return app

@@ -116,13 +116,14 @@ class QueryMetrics:
         )
         self.consumer_lag = Gauge(
             "kgrag_consumer_lag",
-            "Messages the worker group has not committed yet, per topic",
-            ["topic"],
+            "Messages a worker group has not committed yet, per topic: group graph (chunker, "
+            "extractor, mergers) or vectors (the embedders)",
+            ["group", "topic"],
             registry=reg,
         )
         self.consumer_lag_errors = Counter(
             "kgrag_consumer_lag_errors",
-            "Failed attempts to read the worker group's lag",
+            "Failed attempts to read the worker groups' lag",
             registry=reg,
         )
         self.community_job_alive = Gauge(
@@ -188,7 +189,8 @@ class QueryMetrics:
 
 
 class LagProbe:
-    """Consumer lag, cached for ``ttl_s``; a failed probe keeps the last figures."""
+    """Consumer lag of both worker groups (``{group: {topic: n}}``), cached for ``ttl_s``; a
+    failed probe keeps the last figures."""
 
     def __init__(self, settings: Settings, metrics: QueryMetrics, ttl_s: float = 15.0) -> None:
         self._settings = settings
@@ -196,21 +198,28 @@ class LagProbe:
         self._ttl_s = ttl_s
         self._checked = float("-inf")
         self._lock = asyncio.Lock()
-        self.last: dict[str, int] = {}
+        self.last: dict[str, dict[str, int]] = {}
 
-    async def refresh(self, timeout_s: float = 5.0) -> dict[str, int]:
+    async def _read(self) -> dict[str, dict[str, int]]:
+        settings = self._settings
+        graph = await consumer_lag(settings)
+        vectors = await consumer_lag(settings, group_id=settings.vector_app_id)
+        return {"graph": graph, "vectors": vectors}
+
+    async def refresh(self, timeout_s: float = 5.0) -> dict[str, dict[str, int]]:
         async with self._lock:
             if time.monotonic() - self._checked < self._ttl_s:
                 return self.last
             self._checked = time.monotonic()
             try:
-                self.last = await asyncio.wait_for(consumer_lag(self._settings), timeout_s)
+                self.last = await asyncio.wait_for(self._read(), timeout_s)
             except Exception as e:  # any Kafka failure only costs the figure
                 log.warning("consumer lag not available: %s", e)
                 self._metrics.consumer_lag_errors.inc()
                 return self.last
-            for topic, n in self.last.items():
-                self._metrics.consumer_lag.labels(topic).set(n)
+            for group, lag in self.last.items():
+                for topic, n in lag.items():
+                    self._metrics.consumer_lag.labels(group, topic).set(n)
             return self.last
 
 

@@ -44,13 +44,19 @@ class WorkerApp(faust.App):
         return GuardedFlowControl(self, loop=self.loop)
 
 
-def create_app(settings: Settings) -> faust.App:
+def create_app(settings: Settings, *, vectors: bool = False) -> faust.App:
+    """The graph worker's app (group ``app_id``), or with ``vectors`` the embedders' (group
+    ``vector_app_id``, its own data directory and static-membership id)."""
     check_modules()
     quiet_bursts()
-    datadir = Path(settings.data_dir) / settings.namespace / "faust"
+    folder = "faust-vectors" if vectors else "faust"
+    datadir = Path(settings.data_dir) / settings.namespace / folder
     datadir.mkdir(parents=True, exist_ok=True)
+    instance_id = settings.kafka.instance_id
+    if vectors and instance_id:
+        instance_id = f"{instance_id}-vectors"
     return WorkerApp(
-        settings.app_id,
+        settings.vector_app_id if vectors else settings.app_id,
         broker=f"kafka://{settings.kafka.bootstrap_servers}",
         store="rocksdb://",
         datadir=str(datadir),
@@ -60,7 +66,7 @@ def create_app(settings: Settings) -> faust.App:
         producer_max_request_size=settings.kafka.max_message_bytes,
         producer_linger_ms=5,
         consumer_auto_offset_reset="earliest",
-        consumer_group_instance_id=settings.kafka.instance_id,
+        consumer_group_instance_id=instance_id,
         broker_commit_every=500,
         broker_commit_interval=1.0,
         table_standby_replicas=0,

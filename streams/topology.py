@@ -74,8 +74,9 @@ class Topology:
     tables: Tables
 
 
-def declare(settings: Settings, app: faust.App) -> Topology:
-    """Declare every topic and table on ``app`` (creating nothing on the broker)."""
+def declare_topics(settings: Settings, app: faust.App) -> Topics:
+    """Declare every topic on ``app`` (creating nothing on the broker): all an app without
+    tables needs (the embedders')."""
 
     def raw(name: str) -> Any:
         return app.topic(
@@ -84,6 +85,17 @@ def declare(settings: Settings, app: faust.App) -> Topology:
 
     def dead_letters(name: str) -> Any:
         return app.topic(settings.topic(name), value_type=DeadLetter, key_serializer="raw")
+
+    return Topics(
+        **{
+            f.name: dead_letters(f.name) if f.name.endswith("_dlq") else raw(f.name)
+            for f in fields(Topics)
+        }
+    )
+
+
+def declare(settings: Settings, app: faust.App) -> Topology:
+    """Declare every topic and table on ``app`` (creating nothing on the broker)."""
 
     def table(name: str) -> Any:
         # app.Table would build a plain faust.Table: the durable one is built and added alike
@@ -96,10 +108,5 @@ def declare(settings: Settings, app: faust.App) -> Topology:
         )
         return app.tables.add(durable)
 
-    topics = Topics(
-        **{
-            f.name: dead_letters(f.name) if f.name.endswith("_dlq") else raw(f.name)
-            for f in fields(Topics)
-        }
-    )
+    topics = declare_topics(settings, app)
     return Topology(settings, app, topics, Tables(**{n: table(n) for n in _TABLE_NAMES}))

@@ -15,8 +15,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from core.lag import WORKER_TOPICS
-from core.lag import consumer_lag as lag_by_topic
+from core.lag import pipeline_lag
 from core.settings import Settings
 from tests.conftest import settings_env
 
@@ -58,6 +57,23 @@ class WorkerProcess:
         handler), so a stalled run's log shows where each agent is waiting."""
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGUSR1)
+
+    def child_pid(self, command: str, timeout: float = 60.0) -> int:
+        """The pid of the worker's supervised child running ``kgrag <command>`` (e.g.
+        ``vector-worker``), read from /proc once it has started."""
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for task in Path(f"/proc/{self.proc.pid}/task").glob("*/children"):
+                for pid in task.read_text().split():
+                    try:
+                        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                    except OSError:
+                        continue  # ended meanwhile
+                    if command.encode() in argv:
+                        return int(pid)
+            time.sleep(0.2)
+        raise AssertionError(f"no `kgrag {command}` child of the worker\n{self.log_tail()}")
 
     def log_tail(self, n: int = 40) -> str:
         lines = self.log_path.read_text(errors="replace").splitlines()
@@ -208,8 +224,9 @@ async def topic_size(settings: Settings, topic: str) -> int:
 
 
 async def consumer_lag(settings: Settings) -> int:
-    """Messages of the namespace's consumed topics the worker group has not committed yet."""
-    return sum((await lag_by_topic(settings, topics=WORKER_TOPICS)).values())
+    """Messages of the namespace's consumed topics the worker groups (graph and vectors)
+    have not committed yet."""
+    return sum((await pipeline_lag(settings)).values())
 
 
 async def fold_until(

@@ -514,6 +514,7 @@ async def test_health_and_metrics_describe_the_service(api: Api, client: httpx.A
     assert health["kafka"]["reachable"] and health["weaviate"]["reachable"]
     assert health["snapshot"]["version"] >= 1 and health["mode"] == "llm"
     await commit_worker_offset(api.settings, "documents")
+    await commit_worker_offset(api.settings, "chunks", api.settings.vector_app_id)
     metrics = (await client.get("/metrics")).text
     for series in (
         'kgrag_query_latency_seconds_count{method="local"}',
@@ -525,15 +526,18 @@ async def test_health_and_metrics_describe_the_service(api: Api, client: httpx.A
         "kgrag_documents_published_total 1.0",
     ):
         assert series in metrics, series
-    assert f'kgrag_consumer_lag{{topic="{api.settings.topic("documents")}"}}' in metrics
+    documents, chunks = api.settings.topic("documents"), api.settings.topic("chunks")
+    assert f'kgrag_consumer_lag{{group="graph",topic="{documents}"}}' in metrics
+    assert f'kgrag_consumer_lag{{group="vectors",topic="{chunks}"}}' in metrics
 
 
-async def commit_worker_offset(settings: Settings, topic: str) -> None:
-    """Commit offset 0 on every partition of ``topic`` for the worker group, as a worker
-    that has read nothing yet would have (so the lag is everything published)."""
+async def commit_worker_offset(settings: Settings, topic: str, group_id: str = "") -> None:
+    """Commit offset 0 on every partition of ``topic`` for a worker group (the graph
+    worker's by default), as a worker that has read nothing yet would have (so the lag is
+    everything published)."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.kafka.bootstrap_servers,
-        group_id=settings.app_id,
+        group_id=group_id or settings.app_id,
         enable_auto_commit=False,
     )
     await consumer.start()

@@ -136,10 +136,12 @@ class TestKafkaUnreachable:
 class TestWithABacklog:
     @pytest.fixture
     def samples(self, monkeypatch: pytest.MonkeyPatch) -> list[KafkaSample]:
-        """Two readings 2 s apart: 40 messages drained, 60 left."""
+        """Two readings 2 s apart: 45 messages drained, 64 left (4 of them vectors)."""
         queue = [
-            KafkaSample(100.0, {"documents": 10, "chunks": 30, "extractions": 20}, {0: 20, 1: 5}),
-            KafkaSample(102.0, {"documents": 0, "chunks": 20, "extractions": 10}, {0: 25, 1: 5}),
+            KafkaSample(
+                100.0, {"documents": 10, "chunks": 30, "extractions": 20}, {0: 20, 1: 5}, 9
+            ),
+            KafkaSample(102.0, {"documents": 0, "chunks": 20, "extractions": 10}, {0: 25, 1: 5}, 4),
         ]
         taken: list[KafkaSample] = []
 
@@ -160,12 +162,12 @@ class TestWithABacklog:
         assert body is not None and len(samples) == 2
         assert body["pending"] == {
             "documents": 0, "chunks": 20, "extractions": 10, "entity_items": 0,
-            "relationship_items": 0, "claim_items": 0, "graph_changes": 18,
+            "relationship_items": 0, "claim_items": 0, "graph_changes": 18, "vectors": 4,
         }  # fmt: skip
-        assert body["pending_total"] == 48
-        # first total: 60 + 13 pending changes = 73; second: 48; 25 drained in 2 s
-        assert body["eta"]["drained_per_s"] == pytest.approx(12.5)
-        assert body["eta"]["seconds"] == pytest.approx(48 / 12.5)
+        assert body["pending_total"] == 52
+        # first total: 60 + 13 pending changes + 9 vectors = 82; second: 52; 30 drained in 2 s
+        assert body["eta"]["drained_per_s"] == pytest.approx(15.0)
+        assert body["eta"]["seconds"] == pytest.approx(52 / 15.0)
         assert body["kafka"] == {
             "bootstrap_servers": settings.kafka.bootstrap_servers,
             "reachable": True,
@@ -179,5 +181,5 @@ class TestWithABacklog:
         assert result.exit_code == 0, result.output
         out = result.stdout
         assert "Pending work" in out and "graph_changes (community job)" in out
-        assert "ETA" in out and "draining 12.5/s" in out
+        assert "ETA" in out and "draining 15.0/s" in out and "vectors (Weaviate)" in out
         assert "none yet" in out  # no snapshot
