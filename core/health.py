@@ -168,11 +168,13 @@ def assess(
     stale_after_s: float,
     job: JobStatus | None,
     unreachable: Iterable[str] = (),
+    problems: Iterable[str] = (),
     now: float | None = None,
 ) -> Health:
     """The verdict: ``no_snapshot`` before the first version, else ``degraded`` with one reason
     per problem (each of ``unreachable``, e.g. "Kafka is not reachable: …"; the index falling
-    behind; items the LLM refused), else ``ok``. Reasons are listed before the first snapshot
+    behind; items the LLM refused; each of ``problems``, e.g. a failing stall watchdog), else
+    ``ok``. Reasons are listed before the first snapshot
     too, so a stuck first run says why."""
     now = time.time() if now is None else now
     reasons = list(unreachable)
@@ -188,6 +190,7 @@ def assess(
         reasons.append(stale)
     if job is not None and job.failed_items_total > 0:
         reasons.append(describe_failed(job, now))
+    reasons.extend(problems)
     if snapshot_version is None:
         return Health("no_snapshot", tuple(reasons))
     return Health("degraded" if reasons else "ok", tuple(reasons))

@@ -38,6 +38,7 @@ from core.job_status import JobStatus, read_status
 from core.lag import VECTOR_TOPICS, consumer_lag
 from core.settings import Settings, get_settings
 from core.snapshot_store import SnapshotStoreError
+from core.worker_status import WatchdogStatus, describe_failures, read_watchdog_statuses
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +174,7 @@ class StatusReport:
     sample_s: float
     kafka_error: str | None = None
     notes: list[str] = field(default_factory=list)
+    workers: list[WatchdogStatus] = field(default_factory=list)
 
     @property
     def pending_total(self) -> int | None:
@@ -186,6 +188,7 @@ class StatusReport:
             stale_after_s=self.settings.community.stale_after_s,
             job=self.job,
             unreachable=[self.kafka_error] if self.kafka_error else [],
+            problems=describe_failures(self.workers, self.checked_at),
             now=self.checked_at,
         )
         return h.status, h.reasons
@@ -226,6 +229,7 @@ class StatusReport:
             },
             "community_job": None if job is None else job.to_json(),
             "community_job_heard_s_ago": None if job is None else job.age_s(self.checked_at),
+            "workers": [w.to_json(self.checked_at) for w in self.workers],
             "health": {"status": status, "reasons": list(reasons)},
             "notes": self.notes,
         }
@@ -252,6 +256,7 @@ async def collect(settings: Settings, *, sample_s: float, timeout_s: float) -> S
             notes.append("the second Kafka sample failed, so the ETA is unknown")
     snapshot = await asyncio.to_thread(latest_snapshot, settings)
     job = await asyncio.to_thread(read_status, settings)
+    workers = await asyncio.to_thread(read_watchdog_statuses, settings)
     pending: dict[str, int] | None = None
     backlog: Eta | None = None
     if first is not None:
@@ -278,6 +283,7 @@ async def collect(settings: Settings, *, sample_s: float, timeout_s: float) -> S
         sample_s=sample_s,
         kafka_error=kafka_error,
         notes=notes,
+        workers=workers,
     )
 
 
@@ -433,6 +439,8 @@ def status_cmd(
       community_job: the job's status file with alive and restarts
         (null when no job has run in this namespace);
       community_job_heard_s_ago (float or null);
+      workers: each stream worker's stall watchdog (group, name, alive,
+        checks, stalls, repairs, failures, last_failure);
       health: status (ok, degraded, no_snapshot), reasons (strings);
       notes (strings).
     """

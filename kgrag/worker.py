@@ -39,7 +39,9 @@ def build(settings: Settings) -> Topology:
     # extractions → items keyed by entity / relationship → merged rows → graph changes
     merger.register(topo)
     # a partition faust stopped delivering after a rebalance makes the worker rejoin its group
-    watchdog.register(topo.app, [settings.topic(name) for name in GRAPH_TOPICS])
+    watchdog.register(
+        topo.app, [settings.topic(n) for n in GRAPH_TOPICS], settings=settings, group="graph"
+    )
     return topo
 
 
@@ -50,5 +52,7 @@ def build_vectors(settings: Settings) -> faust.App:
     app = create_app(settings, vectors=True)
     topics = declare_topics(settings, app)
     embedder.register(app, settings, topics, Clients.from_settings(settings))
-    watchdog.register(app, [settings.topic(name) for name in VECTOR_TOPICS])
+    watchdog.register(
+        app, [settings.topic(n) for n in VECTOR_TOPICS], settings=settings, group="vectors"
+    )
     return app

@@ -33,6 +33,7 @@ from core import lag
 from core.job_status import JobStatus
 from core.lag import consumer_lag
 from core.settings import Settings
+from core.worker_status import WatchdogStatus
 from query.results import QueryResult
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,24 @@ class QueryMetrics:
             "Failed attempts to read the worker groups' lag",
             registry=reg,
         )
+        self.worker_alive = Gauge(
+            "kgrag_worker_alive",
+            "1 while a stream worker's stall watchdog writes its status, else 0",
+            ["group", "worker"],
+            registry=reg,
+        )
+        self.watchdog_repairs = Gauge(
+            "kgrag_watchdog_repairs",
+            "Rebalances a stream worker's stall watchdog asked for since the worker started",
+            ["group", "worker"],
+            registry=reg,
+        )
+        self.watchdog_failures = Gauge(
+            "kgrag_watchdog_failures",
+            "Checks or repairs of a stream worker's stall watchdog that failed since it started",
+            ["group", "worker"],
+            registry=reg,
+        )
         self.community_job_alive = Gauge(
             "kgrag_community_job_alive",
             "1 while the community job writes its status (heartbeat), else 0",
@@ -183,6 +202,16 @@ class QueryMetrics:
         self.community_last_light_commit.set(0 if light is None else light.committed_at)
         if pending is not None:
             self.community_pending_changes.set(pending)
+
+    def set_workers(self, workers: list[WatchdogStatus], now: float | None = None) -> None:
+        """Each stream worker's watchdog figures (from its status file)."""
+        for gauge in (self.worker_alive, self.watchdog_repairs, self.watchdog_failures):
+            gauge.clear()  # a forgotten worker's series goes with it
+        for w in workers:
+            labels = (w.group, w.name)
+            self.worker_alive.labels(*labels).set(1 if w.alive(now) else 0)
+            self.watchdog_repairs.labels(*labels).set(w.repairs)
+            self.watchdog_failures.labels(*labels).set(w.failures)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -26,19 +26,35 @@ The checks read faust's consumer bookkeeping (``_committed_offset``, ``_read_off
 ``_buffered_partitions``) and the repair calls
 aiokafka's ``request_rejoin`` on the consumer's thread: private parts of faust-streaming 0.15
 and aiokafka 0.14, read only apart from that one call.
+
+What the watchdog saw and did (checks, stalls, repairs, its own failures) goes to the worker's
+status file after every check (``core.worker_status``), which ``/healthz``, ``/metrics`` and
+``kgrag status`` read: a watchdog that fails (say, after an upgrade moved what it reads) makes
+the service degraded instead of only filling the log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
+import os
 import signal
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
+
+from core.settings import Settings
+from core.worker_status import (
+    WatchdogStatus,
+    forget_dead,
+    remove_watchdog_status,
+    worker_name,
+    write_watchdog_status,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +73,19 @@ class StallWatch:
     topics: frozenset[str]
     stall_s: float = 30.0
     seen: dict[Any, _Seen] = field(default_factory=dict)
+    checks: int = 0
+    stalls: int = 0
     repairs: int = 0
+    failures: int = 0
+    last_failure: str | None = None
+    last_failure_at: float | None = None
+    last_stall: str | None = None
+    last_stall_at: float | None = None
+
+    def failed(self, what: str, error: BaseException) -> None:
+        self.failures += 1
+        self.last_failure = f"{what}: {type(error).__name__}: {error}"[:500]
+        self.last_failure_at = time.time()
 
     def _busy(self) -> bool:
         """A rebalance or recovery is under way, or an agent is behind: its queue is under
@@ -111,11 +139,16 @@ class StallWatch:
         return out
 
     async def check(self) -> None:
+        self.checks += 1
         stalled = self.stalled(time.monotonic())
         if not stalled:
             return
         for tp, facts in stalled:
             log.warning("partition %s/%d stalled: %s", tp.topic, tp.partition, facts)
+        self.stalls += len(stalled)
+        tp, facts = stalled[-1]
+        self.last_stall = f"{tp.topic}/{tp.partition}: {facts}"
+        self.last_stall_at = time.time()
         await self.repair(tp for tp, _ in stalled)
 
     async def repair(self, tps: Iterable[Any]) -> None:
@@ -143,17 +176,49 @@ class StallWatch:
         )
 
 
-def register(app: Any, topics: Iterable[str], *, interval_s: float = 10.0) -> StallWatch:
+def register(
+    app: Any,
+    topics: Iterable[str],
+    *,
+    settings: Settings,
+    group: str,
+    interval_s: float = 10.0,
+) -> StallWatch:
     """The watchdog as a faust timer; ``kill -HUP <worker pid>`` runs its repair on demand
-    (every assigned partition re-fetched from its committed offset)."""
+    (every assigned partition re-fetched from its committed offset). After every check the
+    worker's status file (``core.worker_status``, ``group`` "graph" or "vectors") is written;
+    a clean exit removes it."""
     watch = StallWatch(app, frozenset(topics))
     repairs: set[asyncio.Future[None]] = set()
+    name, started_at = worker_name(settings), time.time()
+
+    def publish_status() -> None:
+        status = WatchdogStatus(
+            group=group,
+            name=name,
+            pid=os.getpid(),
+            started_at=started_at,
+            updated_at=time.time(),
+            checks=watch.checks,
+            stalls=watch.stalls,
+            repairs=watch.repairs,
+            failures=watch.failures,
+            last_failure=watch.last_failure,
+            last_failure_at=watch.last_failure_at,
+            last_stall=watch.last_stall,
+            last_stall_at=watch.last_stall_at,
+        )
+        try:
+            write_watchdog_status(settings, status)
+        except OSError as e:  # the status is for readers; the worker goes on without it
+            log.warning("worker status not written: %s", e)
 
     async def guarded(what: str, work: Callable[[], Awaitable[None]]) -> None:
         try:
             await work()
-        except Exception:  # the watchdog must never take the worker down
+        except Exception as e:  # the watchdog must never take the worker down
             log.exception("stall watchdog: %s failed", what)
+            watch.failed(what, e)
 
     def on_hangup() -> None:
         assigned = [tp for tp in app.consumer.assignment() if tp.topic in watch.topics]
@@ -166,9 +231,14 @@ def register(app: Any, topics: Iterable[str], *, interval_s: float = 10.0) -> St
     async def hangup_handler() -> None:
         with contextlib.suppress(NotImplementedError, RuntimeError):  # no signals here
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, on_hangup)
+        with contextlib.suppress(OSError):
+            forget_dead(settings)
+        publish_status()
 
     @app.timer(interval=interval_s)
     async def stall_watchdog() -> None:
         await guarded("check", watch.check)
+        publish_status()
 
+    atexit.register(remove_watchdog_status, settings, group, name)
     return watch

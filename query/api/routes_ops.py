@@ -17,6 +17,7 @@ from fastapi.responses import Response
 from core.health import assess, pending_changes
 from core.job_status import read_status
 from core.settings import Settings
+from core.worker_status import describe_failures, read_watchdog_statuses
 from query.api.state import ServiceState
 from query.api.views import snapshot_age_s, snapshot_info
 from query.index import QueryIndex
@@ -34,9 +35,11 @@ def routes(state: ServiceState) -> APIRouter:
         description="`status` is `ok`, `degraded` (with one sentence per problem in "
         "`reasons`: Kafka, Weaviate or the graph tables unreachable, graph changes pending "
         "while the newest version is older than `community.stale_after_s`, items the LLM "
-        "refused) or `no_snapshot`. `community_job` is the job's status (null before it "
-        "ever ran); `snapshot.served_since` when this service began serving that version "
-        "(unix time); `graph_tables` whether the tables could be read at the last look; "
+        "refused, a stream worker's stall watchdog failing) or `no_snapshot`. "
+        "`community_job` is the job's status (null before it ever ran); `workers` what each "
+        "stream worker's stall watchdog saw and did (checks, stalls, repairs, failures); "
+        "`snapshot.served_since` when this service began serving that version (unix time); "
+        "`graph_tables` whether the tables could be read at the last look; "
         "`pending_changes` the graph changes not yet in the served snapshot (null when "
         "Kafka could not be read).",
     )
@@ -48,6 +51,7 @@ def routes(state: ServiceState) -> APIRouter:
         )
         index = await state.holder.get()
         job = await asyncio.to_thread(read_status, state.settings)
+        workers = await asyncio.to_thread(read_watchdog_statuses, state.settings)
         pending = pending_in(index, ends)
         unreachable = [
             f"{name} is not reachable: {detail}"
@@ -64,6 +68,7 @@ def routes(state: ServiceState) -> APIRouter:
             stale_after_s=state.settings.community.stale_after_s,
             job=job,
             unreachable=unreachable,
+            problems=describe_failures(workers),
         )
         return {
             "status": health.status,
@@ -77,6 +82,7 @@ def routes(state: ServiceState) -> APIRouter:
             "mode": "offline" if state.deps is None or state.deps.llm is None else "llm",
             "pending_changes": pending,
             "community_job": None if job is None else job.to_json(),
+            "workers": [w.to_json() for w in workers],
         }
 
     @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
@@ -86,6 +92,7 @@ def routes(state: ServiceState) -> APIRouter:
         _, ends = await asyncio.gather(state.lag.refresh(), pending_probe.refresh())
         job = await asyncio.to_thread(read_status, state.settings)
         state.metrics.set_community(job, pending_in(index, ends))
+        state.metrics.set_workers(await asyncio.to_thread(read_watchdog_statuses, state.settings))
         return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
 
     return router

@@ -30,6 +30,7 @@ from tests.unit.test_query_support import world
 KEYS = {
     "namespace", "checked_at", "documents_indexed", "snapshot", "kafka", "pending",
     "pending_total", "eta", "community_job", "community_job_heard_s_ago", "health", "notes",
+    "workers",
 }  # fmt: skip
 
 

@@ -24,6 +24,7 @@ from fastapi.testclient import TestClient
 from core.graph_tables import GraphTables
 from core.job_status import FailedItem, JobStatus, LastRun, write_status
 from core.settings import ApiSettings, Settings, load_settings
+from core.worker_status import WatchdogStatus, write_watchdog_status
 from graph.protocols import ChatResult
 from graph.snapshot_model import Snapshot, SnapshotMeta
 from query.api.app import create_app
@@ -646,3 +647,67 @@ class TestHealthCommunityJob:
             text = c.get("/metrics").text
         assert "kgrag_community_job_alive 0.0" in text
         assert "kgrag_community_pending_changes 12.0" in text
+
+
+class TestHealthWorkers:
+    """Each stream worker's stall watchdog, from its status file (``core.worker_status``)."""
+
+    def test_a_failing_watchdog_degrades_the_service_with_its_reason(
+        self, tmp_path: Path, store: GraphTables, end_offsets: dict[int, int]
+    ) -> None:
+        now = time.time()
+        store.write(aged(1, 5, {"0": 12}))
+        write_status(settings(tmp_path), job_status(heard_s_ago=1))
+        healthy = WatchdogStatus("graph", "w1", 11, now - 600, now - 3, checks=60, repairs=1)
+        failing = WatchdogStatus(
+            "vectors", "w1", 12, now - 600, now - 4, checks=60, failures=3,
+            last_failure="check: AttributeError: 'Consumer' object has no attribute "
+            "'_committed_offset'", last_failure_at=now - 20,
+        )  # fmt: skip
+        for w in (healthy, failing):
+            write_watchdog_status(settings(tmp_path), w)
+        with client_for(tmp_path, store) as c:
+            body = c.get("/healthz").json()
+        assert body["status"] == "degraded"
+        [reason] = [r for r in body["reasons"] if "watchdog" in r]
+        assert reason.startswith("the stall watchdog of the vectors worker w1 failed 3 time(s)")
+        assert "_committed_offset" in reason
+        assert [(w["group"], w["alive"], w["repairs"]) for w in body["workers"]] == [
+            ("graph", True, 1),
+            ("vectors", True, 0),
+        ]
+
+    def test_an_old_failure_or_a_dead_worker_is_shown_but_does_not_degrade(
+        self, tmp_path: Path, store: GraphTables, end_offsets: dict[int, int]
+    ) -> None:
+        now = time.time()
+        store.write(aged(1, 5, {"0": 12}))
+        write_status(settings(tmp_path), job_status(heard_s_ago=1))
+        old = WatchdogStatus(
+            "graph", "w2", 13, now - 7200, now - 300, failures=1, last_failure="check: boom",
+            last_failure_at=now - 3600,
+        )  # fmt: skip
+        write_watchdog_status(settings(tmp_path), old)
+        with client_for(tmp_path, store) as c:
+            body = c.get("/healthz").json()
+        assert not [r for r in body["reasons"] if "watchdog" in r], body["reasons"]
+        assert [(w["name"], w["alive"], w["failures"]) for w in body["workers"]] == [
+            ("w2", False, 1)
+        ]
+
+    @pytest.mark.usefixtures("no_lag")
+    def test_metrics_expose_each_workers_watchdog(
+        self, tmp_path: Path, store: GraphTables, end_offsets: dict[int, int]
+    ) -> None:
+        now = time.time()
+        store.write(aged(1, 5, {}))
+        write_watchdog_status(
+            settings(tmp_path),
+            WatchdogStatus("vectors", "w1", 12, now - 60, now - 2, repairs=2, failures=1),
+        )
+        with client_for(tmp_path, store) as c:
+            text = c.get("/metrics").text
+        labels = '{group="vectors",worker="w1"}'
+        assert f"kgrag_worker_alive{labels} 1.0" in text
+        assert f"kgrag_watchdog_repairs{labels} 2.0" in text
+        assert f"kgrag_watchdog_failures{labels} 1.0" in text

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
+from core.settings import load_settings
+from core.worker_status import (
+    WatchdogStatus,
+    describe_failures,
+    forget_dead,
+    read_watchdog_statuses,
+    remove_watchdog_status,
+    write_watchdog_status,
+)
 from streams.watchdog import StallWatch
 
 
@@ -159,3 +170,34 @@ async def test_repair_asks_for_a_rebalance_on_the_consumer_thread() -> None:
     await watch.repair([ITEMS])
     assert c._thread.rejoins == 1 and watch.repairs == 1
     assert watch.stalled(32.0) == []  # watched afresh after the repair
+
+
+def test_a_failing_check_is_counted_and_written_for_the_service(tmp_path: Path) -> None:
+    """What the watchdog saw and its own failures reach the worker's status file."""
+    settings = load_settings(data_dir=tmp_path, namespace="unit")
+    watch, _ = _watch()
+    watch.stalled(0.0)
+    assert len(watch.stalled(31.0)) == 1
+    watch.failed("check", AttributeError("'Consumer' object has no attribute '_read_offset'"))
+    assert watch.failures == 1 and watch.last_failure is not None
+    assert watch.last_failure.startswith("check: AttributeError:")
+    status = WatchdogStatus(
+        "graph", "w1", 1, time.time(), time.time(), failures=watch.failures,
+        last_failure=watch.last_failure, last_failure_at=watch.last_failure_at,
+    )  # fmt: skip
+    write_watchdog_status(settings, status)
+    [read] = read_watchdog_statuses(settings)
+    assert read == status and read.failing()
+    assert describe_failures([read])[0].startswith("the stall watchdog of the graph worker w1")
+    remove_watchdog_status(settings, "graph", "w1")
+    assert read_watchdog_statuses(settings) == []
+
+
+def test_a_dead_workers_file_is_forgotten_after_a_day(tmp_path: Path) -> None:
+    settings = load_settings(data_dir=tmp_path, namespace="unit")
+    now = time.time()
+    write_watchdog_status(settings, WatchdogStatus("graph", "old", 1, now - 2e5, now - 1e5))
+    write_watchdog_status(settings, WatchdogStatus("graph", "new", 2, now - 60, now - 120))
+    forget_dead(settings, now)
+    assert [s.name for s in read_watchdog_statuses(settings)] == ["new"]
+    assert not read_watchdog_statuses(settings)[0].alive(now)
