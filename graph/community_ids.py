@@ -142,10 +142,27 @@ def match_level(
     threshold: float,
 ) -> dict[int, str]:
     """Greedy one-to-one matching of one level's new labels to previous ids (rule in the
-    module docstring). Returns label → previous id for the matched labels."""
-    owner = {key: i for i, c in enumerate(old) for key in c.entity_keys}
-    candidates: list[tuple[float, bool, int, str, str, int]] = []
+    module docstring). Returns label → previous id for the matched labels.
+
+    A new community with exactly a previous one's members (most of them, in a run that
+    changed little) is matched to it first: Jaccard 1 sorts before every other candidate and
+    pairs are disjoint within a level, so the greedy rule would match them anyway; only the
+    others go through the overlap counting, whose cost then follows the change."""
+    same = {c.entity_keys: i for i, c in enumerate(old)}
+    result: dict[int, str] = {}
+    used: set[str] = set()
+    rest: list[tuple[int, frozenset[str]]] = []
     for label, members in new.items():
+        i = same.pop(members, None)
+        if i is None:
+            rest.append((label, members))
+        else:
+            result[label] = old[i].id
+            used.add(old[i].id)
+    remaining = set(same.values())
+    owner = {key: i for i in remaining for key in old[i].entity_keys}
+    candidates: list[tuple[float, bool, int, str, str, int]] = []
+    for label, members in rest:
         overlap: dict[int, int] = {}
         for key in members:
             i = owner.get(key)
@@ -158,8 +175,6 @@ def match_level(
                 other_lineage = o.parent is None or o.parent != new_parent_ids.get(label)
                 candidates.append((-jaccard, other_lineage, -inter, o.id, min(members), label))
     candidates.sort()
-    result: dict[int, str] = {}
-    used: set[str] = set()
     for *_, old_id, _, label in candidates:
         if label not in result and old_id not in used:
             result[label] = old_id

@@ -308,8 +308,13 @@ def report_graph(view: GraphView, state: JobState, keys: set[str] | None = None)
 def assign_record_ids(view: GraphView, ids: HumanIds) -> HumanIds:
     """Human-readable ids for new entities, relationships, text units, claims, documents
     (in a deterministic order: sorted keys)."""
-    ids = ids.assign("entity", sorted(view.entities))
-    ids = ids.assign("relationship", sorted(view.relationships))
-    ids = ids.assign("text_unit", sorted(view.text_units))
-    ids = ids.assign("document", sorted(view.documents))
-    return ids.assign("claim", sorted(f.id for a in view.claims.values() for f in a.facts))
+
+    def new(kind: str, keys: Iterable[str]) -> list[str]:
+        known = ids.assigned.get(kind, {})
+        return sorted(k for k in keys if k not in known)  # sort the new keys, not all of them
+
+    ids = ids.assign("entity", new("entity", view.entities))
+    ids = ids.assign("relationship", new("relationship", view.relationships))
+    ids = ids.assign("text_unit", new("text_unit", view.text_units))
+    ids = ids.assign("document", new("document", view.documents))
+    return ids.assign("claim", new("claim", (f.id for a in view.claims.values() for f in a.facts)))

@@ -73,10 +73,21 @@ def classify(
         return _bootstrap(current) if current else []
     levels = {c.level for c in previous} | {c.level for c in current}
     events: list[LineageEvent] = []
+    before = {(c.level, c.id): c.entity_keys for c in previous}
     for level in sorted(levels):
-        old = [c for c in previous if c.level == level]
-        new = [c for c in current if c.level == level]
+        # a community with the id and members it had is unchanged, and shares no member with
+        # any other community of its level: only the rest needs the overlap counting
+        same = {
+            c.id for c in current if c.level == level and before.get((level, c.id)) == c.entity_keys
+        }
+        old = [c for c in previous if c.level == level and c.id not in same]
+        new = [c for c in current if c.level == level and c.id not in same]
         events.extend(_classify_level(level, old, new, share, size_tolerance))
+        events.extend(
+            LineageEvent("unchanged", c.id, level, len(c.entity_keys), len(c.entity_keys))
+            for c in current
+            if c.level == level and c.id in same
+        )
     events.sort(key=lambda e: (e.level, e.community_id or "", e.kind))
     return events
 
