@@ -246,6 +246,13 @@ class WeaviateStore:
         agg = await col.aggregate.over_all(total_count=True)
         return int(agg.total_count or 0)
 
+    async def keys(self, kind: str) -> list[str]:
+        """Every object's ``key`` in a kind's collection, duplicates kept (a list, not a set):
+        for audits that compare what Weaviate holds with the graph."""
+        await self.ensure_collection(kind)
+        col = self._client.collections.get(self.collection_name(kind))
+        return [str(o.properties["key"]) async for o in col.iterator(return_properties=["key"])]
+
     async def drop_namespace(self) -> None:
         """Delete every collection of this namespace (tests and demo resets)."""
         for kind in SCHEMAS:

@@ -1,0 +1,561 @@
+"""A chaos run with figures: the live pipeline disturbed every way the reliability issue names,
+compared with an undisturbed run of the same input.
+
+Usage: ``.venv/bin/python bench/chaos.py [--articles 5000] [--rate 12] [--kill-every 20]``
+
+What runs. A private Kafka broker and a private Weaviate (the project's own launchers on other
+ports and their own state, so restarting them disturbs nothing else; started here, stopped on
+the way out), the scripted OpenAI-compatible server (LLM mode, 20 ms a call), and per run a
+fresh namespace with ``kgrag worker`` (static membership: ``kafka.instance_id``) and ``kgrag
+api``. The input is the first ``--articles`` Reuters dev articles with ``--corrections`` of
+them corrected, each correction published right after its original (the same batch of the
+chunker): the original's closing sentences cut, so the correction retracts evidence.
+
+The *reference* run publishes everything at once and waits. The *chaos* run publishes at
+``--rate`` articles a second while: the worker is killed with ``kill -9`` every ``--kill-every``
+seconds (at least ``--kills`` times) and restarted at once; Weaviate is stopped for
+``--weaviate-down`` seconds; the broker is stopped for ``--broker-down`` seconds once (at
+``--broker-at``); the
+scripted LLM answers 20% of calls with 429 and 5% with malformed output; and a query load
+(local and basic search, two a second) runs against the API. Then both runs are drained (both
+worker groups' lag 0 and every document folded) and compared on evidence, not prose:
+
+- ``documents_lost``: reference documents missing from the chaos run's graph;
+- ``text_units_extra``: chaos text units the reference does not have (a correction that left
+  its original's chunk behind);
+- ``mentions_double_counted``: mentions an entity has beyond the reference's, summed;
+- ``entities_diff`` / ``relationships_diff``: rows present in one run only, or with other
+  mention/document counts or weight; ``descriptions_diff``: rows whose kept description sets
+  differ; ``claims_diff``: subjects whose kept claim sets differ;
+- ``vectors_diff``: text-unit and entity keys Weaviate holds in one run only, plus duplicates;
+- ``recovery_s``: per kill, seconds from the kill until the graph worker's group commits again
+  (consumption resumed; the worker is restarted at once);
+- ``dlq``: dead letters of the chaos run by reason (first words);
+- ``api_500``, ``api_503`` (and ``api_ok``, ``api_other``) of the query load.
+
+What it does not model: a worker killed while Weaviate is down and the broker is down at once,
+more than one worker, or disk loss. Writes ``bench/results/chaos.json`` with ``targets``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from aiokafka import AIOKafkaConsumer
+from aiokafka.admin import AIOKafkaAdminClient
+
+from bench.freshness import api_ready, start_api
+from bench.live import (
+    LLMServer,
+    free_port,
+    fresh_namespace,
+    start_llm_server,
+    start_worker,
+    stop,
+    wait_ready,
+)
+from bench.results_io import (
+    RESULTS,
+    machine,
+    now_iso,
+    print_targets,
+    read_jsonl,
+    target,
+    write_result,
+)
+from core.lag import pipeline_lag
+from core.publish import DocumentPublisher
+from core.settings import Settings, get_settings
+from core.vector_store import WeaviateStore
+from graph.documents import document_from_obj
+from graph.graph_view import GraphView
+from kgrag.services import kafka, weaviate
+from kgrag.services.process import port_open, stop_pid
+from streams.codecs import decode_graph_change
+
+RESULT = RESULTS / "chaos.json"
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reuters-1987-dev.jsonl"
+# below the ephemeral range, apart from the test suite's private services
+PORTS = {"broker": 29692, "controller": 29693, "http": 28281, "grpc": 25252}
+PORTS |= {"gossip": 27947, "raft": 28501}
+FAULTS = {"rate_limit": 0.2, "malformed": 0.05, "retry_after_s": 0.5, "seed": 11}
+QUESTIONS = ("What happened to oil prices?", "What did the central banks do about the dollar?")
+
+
+# ---- input ----
+
+
+def corpus(n: int, corrections: int) -> list[dict[str, Any]]:
+    """The first ``n`` dev articles; ``corrections`` of them (evenly spread) followed at once
+    by a correction that cuts their closing sentences."""
+    docs = read_jsonl(DATA, n)
+    every = max(1, n // max(1, corrections))
+    out: list[dict[str, Any]] = []
+    made = 0
+    for i, doc in enumerate(docs):
+        out.append(doc)
+        sentences = re.split(r"(?<=[.!?])\s+", doc["text"].strip())
+        if made < corrections and i % every == every // 2 and len(sentences) >= 3:
+            kept = " ".join(sentences[: max(2, len(sentences) * 2 // 3)])
+            out.append({**doc, "text": f"{kept}\nThis story was corrected."})
+            made += 1
+    return out
+
+
+# ---- private services ----
+
+
+def private_settings(base: Settings, workdir: Path) -> Settings:
+    p = PORTS
+    return base.model_copy(
+        update={
+            "kafka": base.kafka.model_copy(
+                update={"bootstrap_servers": f"127.0.0.1:{p['broker']}"}
+            ),
+            "weaviate": base.weaviate.model_copy(
+                update={"url": f"http://127.0.0.1:{p['http']}", "grpc_port": p["grpc"]}
+            ),
+            "services": base.services.model_copy(
+                update={
+                    "state_dir": workdir / "services",
+                    "kafka_controller_port": p["controller"],
+                    "weaviate_gossip_port": p["gossip"],
+                    "weaviate_raft_port": p["raft"],
+                }
+            ),
+            "data_dir": workdir / "data",
+        }
+    )
+
+
+def services_down(settings: Settings) -> None:
+    for mod in (weaviate, kafka):
+        rec = mod.record(settings)
+        if rec is not None:
+            stop_pid(rec.pid)
+
+
+# ---- the run ----
+
+
+@dataclass
+class Run:
+    settings: Settings
+    server: LLMServer
+    extra: dict[str, str]
+    worker: subprocess.Popen[bytes] | None = None
+    recovery_s: list[float | None] = field(default_factory=list)
+    api: Counter[str] = field(default_factory=Counter)
+    events: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    def note(self, what: str) -> None:
+        line = f"{time.monotonic() - self.started:6.1f}s {what}"
+        self.events.append(line)
+        print(f"[{self.settings.namespace}] {line}", flush=True)
+
+    def start_worker(self) -> None:
+        self.worker = start_worker(self.settings, self.extra)
+
+
+async def committed_total(settings: Settings) -> int:
+    """Offsets the graph worker's group has committed, summed over its partitions."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka.bootstrap_servers)
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(settings.app_id)
+    finally:
+        await admin.close()
+    return sum(max(0, m.offset) for m in offsets.values() if m is not None)
+
+
+async def publish_paced(run: Run, docs: list[dict[str, Any]], rate: float | None) -> None:
+    """Every document, ``rate`` a second (all at once when None), each send retried until
+    the broker has it (it may be down)."""
+    settings = run.settings
+    publisher = DocumentPublisher(settings, linger_ms=5)
+    limit = settings.chunking.max_document_chars
+    parsed = [document_from_obj(d, max_chars=limit) for d in docs]
+    t0 = time.monotonic()
+    for i, doc in enumerate(parsed):
+        if rate:
+            await asyncio.sleep(max(0.0, t0 + i / rate - time.monotonic()))
+        while True:
+            try:
+                await asyncio.wait_for(await publisher.send(doc), 20)
+                break
+            except Exception as e:  # the broker is down: a new producer once it is back
+                run.note(f"publish of {doc.id} failed ({type(e).__name__}), retrying")
+                with contextlib.suppress(Exception):
+                    await publisher.stop()
+                publisher = DocumentPublisher(settings, linger_ms=5)
+                await asyncio.sleep(1)
+    await publisher.stop()
+    run.note(f"published {len(parsed)} documents")
+
+
+async def query_load(run: Run, url: str, stop_at: asyncio.Event) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        i = 0
+        while not stop_at.is_set():
+            method = ("local", "basic")[i % 2]
+            try:
+                r = await c.post(f"/v1/query/{method}", json={"question": QUESTIONS[i % 2]})
+                code = r.status_code
+                run.api["ok" if code == 200 else str(code) if code in (500, 503) else "other"] += 1
+            except httpx.HTTPError:
+                run.api["unanswered"] += 1  # the API process itself is never disturbed
+            i += 1
+            await asyncio.sleep(0.5)
+
+
+async def kill_and_restart(run: Run) -> None:
+    """``kill -9`` the worker, start it again at once, and time until its group commits."""
+    assert run.worker is not None
+    before = await committed_total(run.settings)
+    killed = time.monotonic()
+    run.worker.send_signal(signal.SIGKILL)
+    run.worker.wait(30)
+    run.start_worker()
+    run.note(f"worker killed and restarted (committed {before})")
+    deadline = killed + 180
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.25)
+        with contextlib.suppress(Exception):
+            if await committed_total(run.settings) > before:
+                run.recovery_s.append(round(time.monotonic() - killed, 2))
+                run.note(f"consumption resumed after {run.recovery_s[-1]} s")
+                return
+    run.recovery_s.append(None)
+    run.note("consumption did not resume within 180 s")
+
+
+async def disturb(run: Run, args: argparse.Namespace, publishing: asyncio.Task[None]) -> None:
+    """The schedule, in seconds from the start of publishing: Weaviate down from 30 s for
+    ``weaviate_down``; the broker down at ``broker_at`` for ``broker_down``; a kill every
+    ``kill_every`` until publishing has ended and ``kills`` were made, skipping the slots
+    from 5 s before the broker stops to 20 s after it is back (a kill then would time the
+    broker, not the worker)."""
+    t0 = time.monotonic()
+    settings = run.settings
+
+    async def at(t: float) -> None:
+        await asyncio.sleep(max(0.0, t0 + t - time.monotonic()))
+
+    async def weaviate_outage() -> None:
+        await at(30)
+        rec = weaviate.record(settings)
+        assert rec is not None
+        await asyncio.to_thread(stop_pid, rec.pid)
+        run.note(f"Weaviate stopped for {args.weaviate_down:g} s")
+        await asyncio.sleep(args.weaviate_down)
+        await asyncio.to_thread(weaviate.up, settings)
+        run.note("Weaviate back")
+
+    async def broker_restart() -> None:
+        await at(args.broker_at)
+        rec = kafka.record(settings)
+        assert rec is not None
+        await asyncio.to_thread(stop_pid, rec.pid)
+        run.note(f"broker stopped for {args.broker_down:g} s")
+        await asyncio.sleep(args.broker_down)
+        await asyncio.to_thread(kafka.up, settings)
+        run.note("broker back")
+
+    others = [asyncio.create_task(weaviate_outage()), asyncio.create_task(broker_restart())]
+    quiet = (args.broker_at - 5, args.broker_at + args.broker_down + 20)
+    slot = 1
+    while len(run.recovery_s) < args.kills or not publishing.done():
+        t = slot * args.kill_every
+        slot += 1
+        if quiet[0] <= t <= quiet[1]:
+            continue
+        await at(t)
+        await kill_and_restart(run)
+    await asyncio.gather(*others)
+
+
+async def drained(run: Run, ids: set[str], timeout: float) -> GraphView:
+    """Fold graph-changes until every document is in, no change came for 10 s and both worker
+    groups have committed everything."""
+    settings = run.settings
+    view = GraphView()
+    consumer = AIOKafkaConsumer(
+        settings.topic("graph_changes"),
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        group_id=None,
+    )
+    await consumer.start()
+    deadline = time.monotonic() + timeout
+    quiet = time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=500, max_records=5000)
+            for msgs in batch.values():
+                for m in msgs:
+                    view.apply(decode_graph_change(m.value))
+                quiet = time.monotonic() if msgs else quiet
+            if ids <= set(view.documents) and time.monotonic() - quiet >= 10:
+                lag = await pipeline_lag(settings)
+                if not any(lag.values()):
+                    run.note("drained")
+                    return view
+                quiet = time.monotonic()
+    finally:
+        await consumer.stop()
+    raise TimeoutError(f"{settings.namespace} did not drain in {timeout:.0f} s")
+
+
+async def dead_letters(settings: Settings) -> Counter[str]:
+    out: Counter[str] = Counter()
+    consumer = AIOKafkaConsumer(
+        settings.topic("documents_dlq"),
+        settings.topic("extractions_dlq"),
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        group_id=None,
+    )
+    await consumer.start()
+    try:
+        while batch := await consumer.getmany(timeout_ms=3000):
+            for msgs in batch.values():
+                for m in msgs:
+                    reason = str(json.loads(m.value).get("reason", "?"))
+                    out[" ".join(reason.split()[:6])] += 1
+    finally:
+        await consumer.stop()
+    return out
+
+
+async def vectors(settings: Settings) -> dict[str, list[str]]:
+    async with WeaviateStore(settings) as store:
+        return {kind: await store.keys(kind) for kind in ("text_unit", "entity")}
+
+
+async def one_run(
+    base: Settings,
+    server: LLMServer,
+    docs: list[dict[str, Any]],
+    args: argparse.Namespace,
+    workdir: Path,
+    *,
+    chaos: bool,
+) -> dict[str, Any]:
+    async with fresh_namespace(base, f"chaos-{'run' if chaos else 'ref'}", workdir) as settings:
+        server.set_faults(FAULTS if chaos else {})
+        extra = {
+            **server.env(8, settings.data_dir),
+            "KGRAG_KAFKA__INSTANCE_ID": f"{settings.namespace}-w1",
+            "KGRAG_COMMUNITY__DEBOUNCE_S": "2.0",
+        }
+        run = Run(settings, server, extra)
+        run.start_worker()
+        port = free_port()
+        api = start_api(settings, port)
+        stop_load = asyncio.Event()
+        try:
+            assert run.worker is not None
+            await wait_ready(settings, run.worker, timeout=180)
+            run.started = time.monotonic()
+            publishing = asyncio.create_task(publish_paced(run, docs, args.rate if chaos else None))
+            load = asyncio.create_task(query_load(run, f"http://127.0.0.1:{port}", stop_load))
+            if chaos:
+                await disturb(run, args, publishing)
+            await publishing
+            view = await drained(run, {d["id"] for d in docs}, args.timeout)
+            took = time.monotonic() - run.started
+            with contextlib.suppress(Exception):
+                await api_ready(f"http://127.0.0.1:{port}", timeout=60)
+            stop_load.set()
+            await load
+            server.set_faults({})
+            return {
+                "namespace": settings.namespace,
+                "seconds": round(took, 1),
+                "view": view,
+                "vectors": await vectors(settings),
+                "dlq": dict(await dead_letters(settings)),
+                "recovery_s": run.recovery_s,
+                "api": dict(run.api),
+                "events": run.events,
+            }
+        finally:
+            stop_load.set()
+            stop(run.worker, api)
+
+
+# ---- comparison ----
+
+
+def _diff(a: dict[str, Any], b: dict[str, Any]) -> int:
+    return sum(1 for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
+def compare(ref: GraphView, got: GraphView) -> dict[str, int]:
+    def entities(v: GraphView) -> dict[str, tuple[int, int]]:
+        return {k: (e.mention_count, e.document_count) for k, e in v.entities.items()}
+
+    def descriptions(v: GraphView) -> dict[str, frozenset[str]]:
+        out = {f"e:{k}": frozenset(e.descriptions.values()) for k, e in v.entities.items()}
+        out.update(
+            {f"r:{k}": frozenset(r.descriptions.values()) for k, r in v.relationships.items()}
+        )
+        return out
+
+    double = sum(
+        max(0, e.mention_count - ref.entities[k].mention_count)
+        for k, e in got.entities.items()
+        if k in ref.entities
+    )
+    return {
+        "documents_lost": len(set(ref.documents) - set(got.documents)),
+        "text_units_extra": len(set(got.text_units) - set(ref.text_units)),
+        "text_units_missing": len(set(ref.text_units) - set(got.text_units)),
+        "mentions_double_counted": double,
+        "entities_diff": _diff(entities(ref), entities(got)),
+        "relationships_diff": _diff(
+            {k: r.weight for k, r in ref.relationships.items()},
+            {k: r.weight for k, r in got.relationships.items()},
+        ),
+        "descriptions_diff": _diff(descriptions(ref), descriptions(got)),
+        "claims_diff": _diff(
+            {k: frozenset(f.id for f in c.facts) for k, c in ref.claims.items()},
+            {k: frozenset(f.id for f in c.facts) for k, c in got.claims.items()},
+        ),
+    }
+
+
+def vectors_diff(ref: dict[str, list[str]], got: dict[str, list[str]]) -> int:
+    out = 0
+    for kind in ref:
+        a, b = Counter(ref[kind]), Counter(got[kind])
+        out += len(set(a) ^ set(b)) + sum(n - 1 for n in b.values() if n > 1)
+    return out
+
+
+# ---- main ----
+
+
+async def main_async(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    taken = [p for p in PORTS.values() if port_open(p)]
+    if taken:
+        raise SystemExit(f"ports {taken} of the private services are taken")
+    settings = private_settings(get_settings(), workdir)
+    docs = corpus(args.articles, args.corrections)
+    print(f"{len(docs)} documents ({args.corrections} corrections); private services…", flush=True)
+    await asyncio.to_thread(kafka.up, settings)
+    await asyncio.to_thread(weaviate.up, settings)
+    server = start_llm_server(args.latency_ms, workdir / "llm.log")
+    try:
+        ref = await one_run(settings, server, docs, args, workdir, chaos=False)
+        print(f"reference: {ref['seconds']} s", flush=True)
+        got = await one_run(settings, server, docs, args, workdir, chaos=True)
+        print(f"chaos: {got['seconds']} s", flush=True)
+    finally:
+        stop(server.proc)
+        services_down(settings)
+    figures = compare(ref["view"], got["view"])
+    return {
+        "benchmark": "chaos",
+        "date": now_iso(),
+        "machine": machine(),
+        "settings": {
+            "articles": args.articles,
+            "documents_published": len(docs),
+            "corrections": args.corrections,
+            "rate_per_s": args.rate,
+            "kill_every_s": args.kill_every,
+            "weaviate_down_s": args.weaviate_down,
+            "broker_at_s": args.broker_at,
+            "broker_down_s": args.broker_down,
+            "llm_faults": FAULTS,
+            "llm_latency_ms": args.latency_ms,
+            "static_membership": True,
+        },
+        "reference_s": ref["seconds"],
+        "chaos_s": got["seconds"],
+        **figures,
+        "vectors_diff": vectors_diff(ref["vectors"], got["vectors"]),
+        "kills": len(got["recovery_s"]),
+        "recovery_s": got["recovery_s"],
+        "dlq": got["dlq"],
+        "dlq_reference": ref["dlq"],
+        "api_500": got["api"].get("500", 0),
+        "api_503": got["api"].get("503", 0),
+        "api_ok": got["api"].get("ok", 0),
+        "api_other": got["api"].get("other", 0) + got["api"].get("unanswered", 0),
+        "entities": len(ref["view"].entities),
+        "relationships": len(ref["view"].relationships),
+        "timeline": got["events"],
+    }
+
+
+def targets(r: dict[str, Any]) -> dict[str, Any]:
+    recoveries = [s if s is not None else float("inf") for s in r["recovery_s"]]
+    zero: Callable[[str], dict[str, Any]] = lambda k: target(r[k], 0, "<=")  # noqa: E731
+    return {
+        **{
+            k: zero(k)
+            for k in (
+                "documents_lost",
+                "text_units_extra",
+                "mentions_double_counted",
+                "entities_diff",
+                "relationships_diff",
+                "descriptions_diff",
+                "vectors_diff",
+                "api_500",
+            )
+        },
+        "kills": target(r["kills"], 4, ">="),
+        "recovery_s_max": target(max(recoveries, default=0.0), 10.0, "<="),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--articles", type=int, default=5000)
+    ap.add_argument("--corrections", type=int, default=50)
+    ap.add_argument("--rate", type=float, default=12.0, help="articles a second, chaos run")
+    ap.add_argument("--kill-every", type=float, default=20.0)
+    ap.add_argument("--kills", type=int, default=4)
+    ap.add_argument("--weaviate-down", type=float, default=60.0)
+    ap.add_argument("--broker-at", type=float, default=110.0)
+    ap.add_argument("--broker-down", type=float, default=10.0)
+    ap.add_argument("--latency-ms", type=float, default=20.0)
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds to drain a run")
+    ap.add_argument("--out", type=Path, default=RESULT)
+    args = ap.parse_args()
+    if not DATA.exists():
+        print(f"skipped: {DATA} not found")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="kgrag-chaos-") as tmp:
+        result = asyncio.run(main_async(args, Path(tmp)))
+    result["targets"] = targets(result)
+    write_result(args.out, result)
+    print(json.dumps({k: v for k, v in result.items() if k != "timeline"}, indent=1))
+    print_targets(result, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    raise SystemExit(main())
