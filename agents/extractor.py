@@ -69,7 +69,12 @@ def build_extractor(settings: Settings, llm: LLM | None) -> Extract:
 
     async def with_llm(chunk: Chunk) -> ChunkExtraction:
         return await extract_chunk(
-            chunk, llm, prompts, max_gleanings=cfg.max_gleanings, claims=claims
+            chunk,
+            llm,
+            prompts,
+            max_gleanings=cfg.max_gleanings,
+            claims=claims,
+            attempts=cfg.parse_attempts,
         )
 
     return with_llm

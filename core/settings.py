@@ -195,6 +195,14 @@ class ExtractionSettings(BaseModel):
         description="Entity types the extractor looks for",
     )
     max_gleanings: int = Field(1, ge=0, le=10, description="Gleaning rounds after the first")
+    parse_attempts: int = Field(
+        3,
+        ge=1,
+        le=10,
+        description="Times a turn of a chunk's extraction is asked while the answer does not "
+        "parse (garbled output); a first answer still garbled then sends the chunk to the "
+        "dead-letter topic, a gleaning counts as nothing more",
+    )
     claims_enabled: bool = Field(False, description="Extract claims (covariates)")
     claim_entity_specification: str = Field(
         "organization, person", description="Which entities claims are about"

@@ -10,13 +10,17 @@ The conversation, all in one message list so every turn sees the earlier answers
    kept in the conversation and the loop stops unless it starts with Y.
 
 All answers are parsed together, so a relationship in a gleaning may name an entity from the
-first answer. A first answer with no valid record, no completion delimiter and some text is
-garbage (an empty answer is "nothing found"): the whole extraction is asked again once, with
-purpose ``extract_graph:retry`` and — when the LLM can — after forgetting the cached garbage,
-and if that fails too :class:`ExtractionFailedError` is raised; the caller records the chunk as
-failed rather than merging part of it. Claims (GraphRAG's covariates) are one separate turn with
-the same retry rule. Errors the LLM raises itself (it retries transient ones) propagate as they
-are.
+first answer. An answer with no valid record, no completion delimiter and some text is garbage
+(an empty answer is "nothing found"). A garbage first answer is asked again, up to
+``attempts`` times in all (``extraction.parse_attempts``), with purpose ``extract_graph:retry``
+and — when the LLM can — after forgetting the cached garbage; if every answer is garbage,
+:class:`ExtractionFailedError` is raised and the caller records the chunk as failed rather than
+merging part of it. A garbage gleaning answer is asked again the same way (a model that
+garbles one answer in twenty must not lose a chunk's gleaned records to it: the result would
+then depend on luck, not on the text); if it stays garbage the gleaning counts as "nothing
+more" (a model may answer a gleaning in prose). Claims (GraphRAG's covariates) are one separate
+turn with the first answer's rule. Errors the LLM raises itself (it retries transient ones)
+propagate as they are.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ log = logging.getLogger(__name__)
 PURPOSE_EXTRACT = "extract_graph"
 PURPOSE_EXTRACT_RETRY = "extract_graph:retry"
 PURPOSE_CONTINUE = "glean_continue"
+PURPOSE_CONTINUE_RETRY = "glean_continue:retry"
+DEFAULT_ATTEMPTS = 3
 PURPOSE_LOOP = "glean_loop"
 PURPOSE_CLAIMS = "extract_claims"
 PURPOSE_CLAIMS_RETRY = "extract_claims:retry"
@@ -50,7 +56,7 @@ Message = dict[str, str]
 
 
 class ExtractionFailedError(GraphError):
-    """The LLM's answer for a chunk did not parse, even after one retry."""
+    """The LLM's answer for a chunk did not parse, even after the retries."""
 
     def __init__(self, chunk_id: str, reason: str) -> None:
         super().__init__(f"extraction of {chunk_id} failed: {reason}")
@@ -110,15 +116,19 @@ async def extract_chunk(
     *,
     max_gleanings: int,
     claims: ClaimSpec | None,
+    attempts: int = DEFAULT_ATTEMPTS,
 ) -> ChunkExtraction:
-    """Entities, relationships and (with a ``ClaimSpec``) claims of one chunk, all or nothing."""
+    """Entities, relationships and (with a ``ClaimSpec``) claims of one chunk, all or nothing;
+    each turn asked at most ``attempts`` times while its answer is garbage."""
+    if attempts < 1:
+        raise ValueError(f"attempts must be at least 1, got {attempts}")
     text = sanitize_input_text(chunk.text)
-    answers = await _gleaning_conversation(chunk.id, llm, prompts, text, max_gleanings)
+    answers = await _gleaning_conversation(chunk.id, llm, prompts, text, max_gleanings, attempts)
     graph = parse_graph_outputs(answers, chunk.id)
     found = (
         ParsedClaims((), 0, ())
         if claims is None
-        else await _claims(chunk.id, llm, prompts, claims, text)
+        else await _claims(chunk.id, llm, prompts, claims, text, attempts)
     )
     if graph.dropped or found.dropped:
         log.debug("chunk %s: dropped %s", chunk.id, graph.drop_reasons + found.drop_reasons)
@@ -133,18 +143,36 @@ async def extract_chunk(
 
 
 async def _gleaning_conversation(
-    chunk_id: str, llm: LLM, prompts: ExtractionPrompts, text: str, max_gleanings: int
+    chunk_id: str,
+    llm: LLM,
+    prompts: ExtractionPrompts,
+    text: str,
+    max_gleanings: int,
+    attempts: int,
 ) -> list[str]:
     """The answers of the first turn and of each gleaning, in order."""
     messages = [_user(prompts.extract_graph(input_text=text))]
     first = await _ask_until_parsed(
-        chunk_id, llm, messages, (PURPOSE_EXTRACT, PURPOSE_EXTRACT_RETRY), _graph_problem
+        chunk_id, llm, messages, (PURPOSE_EXTRACT, PURPOSE_EXTRACT_RETRY), _graph_problem, attempts
     )
     messages.append(_assistant(first))
     answers = [first]
     for round_no in range(1, max_gleanings + 1):
         messages.append(_user(prompts.glean_continue))
-        answers.append(await _say(llm, messages, PURPOSE_CONTINUE))
+        try:
+            more = await _ask_until_parsed(
+                chunk_id,
+                llm,
+                messages,
+                (PURPOSE_CONTINUE, PURPOSE_CONTINUE_RETRY),
+                _graph_problem,
+                attempts,
+            )
+        except ExtractionFailedError as e:
+            log.info("chunk %s: gleaning %d taken as nothing more: %s", chunk_id, round_no, e)
+            more = ""
+        messages.append(_assistant(more))
+        answers.append(more)
         if round_no == max_gleanings:
             break
         messages.append(_user(prompts.glean_loop))
@@ -154,13 +182,18 @@ async def _gleaning_conversation(
 
 
 async def _claims(
-    chunk_id: str, llm: LLM, prompts: ExtractionPrompts, spec: ClaimSpec, text: str
+    chunk_id: str, llm: LLM, prompts: ExtractionPrompts, spec: ClaimSpec, text: str, attempts: int
 ) -> ParsedClaims:
     prompt = prompts.extract_claims(
         entity_specs=spec.entity_specs, claim_description=spec.claim_description, input_text=text
     )
     answer = await _ask_until_parsed(
-        chunk_id, llm, [_user(prompt)], (PURPOSE_CLAIMS, PURPOSE_CLAIMS_RETRY), _claims_problem
+        chunk_id,
+        llm,
+        [_user(prompt)],
+        (PURPOSE_CLAIMS, PURPOSE_CLAIMS_RETRY),
+        _claims_problem,
+        attempts,
     )
     return parse_claims_output(answer, chunk_id)
 
@@ -178,10 +211,13 @@ async def _ask_until_parsed(
     messages: list[Message],
     purposes: tuple[str, str],
     problem: Callable[[str], str | None],
+    attempts: int,
 ) -> str:
-    """The first answer that is not garbage, asking at most twice."""
+    """The first answer that is not garbage, asking at most ``attempts`` times (the first with
+    ``purposes[0]``, the others with ``purposes[1]``)."""
     reason = ""
-    for purpose in purposes:
+    for attempt in range(attempts):
+        purpose = purposes[min(attempt, 1)]
         reply = (await llm.chat(tuple(messages), purpose=purpose)).text
         found = problem(reply)
         if found is None:
@@ -190,7 +226,7 @@ async def _ask_until_parsed(
         if isinstance(llm, ForgettingLLM):
             await llm.forget(tuple(messages))  # so that asking again reaches the model
     raise ExtractionFailedError(
-        chunk_id, f"{purposes[0]} answer did not parse after a retry: {reason}"
+        chunk_id, f"{purposes[0]} answer did not parse in {attempts} attempt(s): {reason}"
     )
 
 

@@ -228,7 +228,7 @@ async def test_rate_limits_and_garbage_end_merged_or_dead_lettered_never_half_me
         llm_server.set_faults(FaultConfig(rate_limit=1.0, retry_after_s=0.05))
         await publish(settings, write_jsonl(tmp_path / "throttled.jsonl", throttled))
         await fold_until(settings, lambda v: "throttled-0000" in v.documents, timeout=120)
-        # every answer ignores the format: after its one retry the chunk is dead-lettered
+        # every answer ignores the format: after its retries the chunk is dead-lettered
         llm_server.set_faults(FaultConfig(malformed=1.0))
         await publish(settings, write_jsonl(tmp_path / "garbled.jsonl", garbled))
         view = await fold_until(

@@ -12,6 +12,7 @@ from graph.llm_extraction import (
     PURPOSE_CLAIMS,
     PURPOSE_CLAIMS_RETRY,
     PURPOSE_CONTINUE,
+    PURPOSE_CONTINUE_RETRY,
     PURPOSE_EXTRACT,
     PURPOSE_EXTRACT_RETRY,
     PURPOSE_LOOP,
@@ -107,10 +108,17 @@ def claim(subject: str, status: str = "SUSPECTED") -> str:
 
 
 async def run(
-    llm: ScriptedLLM, *, max_gleanings: int = 0, claims: ClaimSpec | None = None, text: str = ""
+    llm: ScriptedLLM,
+    *,
+    max_gleanings: int = 0,
+    claims: ClaimSpec | None = None,
+    text: str = "",
+    attempts: int = 2,
 ) -> ChunkExtraction:
     c = chunk(text) if text else chunk()
-    return await extract_chunk(c, llm, PROMPTS, max_gleanings=max_gleanings, claims=claims)
+    return await extract_chunk(
+        c, llm, PROMPTS, max_gleanings=max_gleanings, claims=claims, attempts=attempts
+    )
 
 
 def names(result: ChunkExtraction) -> list[str]:
@@ -224,6 +232,27 @@ class TestGarbage:
         assert llm.purposes == [PURPOSE_EXTRACT, PURPOSE_EXTRACT_RETRY]
         assert failure.value.chunk_id == "chunk-x"
         assert "not a record" in failure.value.reason
+
+    async def test_garbage_is_asked_again_up_to_the_attempts_setting(self) -> None:
+        llm = ScriptedLLM(["garbage", "<html>502</html>", answer(ent("ACME"))])
+        got = await run(llm, attempts=3)
+        assert llm.purposes == [PURPOSE_EXTRACT, PURPOSE_EXTRACT_RETRY, PURPOSE_EXTRACT_RETRY]
+        assert names(got) == ["ACME"]
+        llm = ScriptedLLM(["garbage", "garbage", "garbage"])
+        with pytest.raises(ExtractionFailedError, match="in 3 attempt"):
+            await run(llm, attempts=3)
+
+    async def test_a_garbled_gleaning_is_asked_again_and_its_records_kept(self) -> None:
+        llm = ScriptedLLM([answer(ent("ACME")), "I am sorry, I cannot", answer(ent("BETA"))])
+        got = await run(llm, max_gleanings=1)
+        assert llm.purposes == [PURPOSE_EXTRACT, PURPOSE_CONTINUE, PURPOSE_CONTINUE_RETRY]
+        assert llm.calls[2].messages == llm.calls[1].messages  # the garbage is not kept
+        assert names(got) == ["ACME", "BETA"]
+
+    async def test_a_gleaning_that_stays_garbled_counts_as_nothing_more(self) -> None:
+        llm = ScriptedLLM([answer(ent("ACME")), "No more entities.", "None found, sorry."])
+        got = await run(llm, max_gleanings=1)
+        assert names(got) == ["ACME"] and len(llm.calls) == 3
 
     async def test_a_cached_garbage_answer_is_forgotten_before_asking_again(self) -> None:
         llm = CachingLLM(["garbage", "more garbage"])
