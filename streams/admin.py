@@ -15,22 +15,32 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from core.errors import ConfigError
 from core.settings import Settings
+from streams.topology import changelog_topics
+
+COMPACTED = {"cleanup.policy": "compact"}  # what faust sets on a table's changelog
 
 
 async def ensure_topics(settings: Settings) -> list[str]:
-    """Create the namespace's topics that do not exist yet; return the ones created."""
+    """Create the namespace's topics and the worker's table changelogs that do not exist yet;
+    return the ones created."""
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka.bootstrap_servers)
     await admin.start()
     try:
         existing = set(await admin.list_topics())
-        wanted = settings.all_topics()
+        changelogs = set(changelog_topics(settings))
+        wanted = [*settings.all_topics(), *sorted(changelogs)]
         missing = [t for t in wanted if t not in existing]
         if missing:
             # another process may create them between our list and create
             with contextlib.suppress(TopicAlreadyExistsError):
                 await admin.create_topics(
                     [
-                        NewTopic(t, settings.kafka.partitions, settings.kafka.replication_factor)
+                        NewTopic(
+                            t,
+                            settings.kafka.partitions,
+                            settings.kafka.replication_factor,
+                            topic_configs=COMPACTED if t in changelogs else {},
+                        )
                         for t in missing
                     ]
                 )

@@ -66,6 +66,14 @@ class Tables:
 _TABLE_NAMES = tuple(f.name for f in fields(Tables))
 
 
+def changelog_topics(settings: Settings) -> list[str]:
+    """The graph worker's table changelogs, as faust names them (``<app id>-<table>-changelog``):
+    created up front with the other topics (``streams.admin.ensure_topics``). Left to faust,
+    a worker starting on a fresh broker could see one it had just created with no partitions
+    yet, and the agent of that table then crashed on "PartitionsMismatch" and never ran."""
+    return [f"{settings.app_id}-{name}-changelog" for name in _TABLE_NAMES]
+
+
 @dataclass(frozen=True, slots=True)
 class Topology:
     settings: Settings

@@ -153,3 +153,42 @@ async def test_malformed_messages_go_to_the_dead_letter_topic_and_good_ones_stil
         return bool(hits) and hits[0].document_id == "after-the-bad-ones"
 
     await eventually(good_indexed, timeout=90, what=f"the good document\n{worker.log_tail()}")
+
+
+async def test_topics_and_table_changelogs_are_made_before_the_worker_starts(
+    service_endpoints: dict[str, object], tmp_path: Path, session_namespace: str
+) -> None:
+    """Every topic of the namespace and every changelog of the worker's tables exists with
+    the configured partitions before a worker runs (the changelogs compacted, as faust
+    makes them): a worker on a fresh broker then never meets a changelog faust created a
+    moment before that has no partitions yet."""
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    from streams.admin import delete_namespace_topics, ensure_topics
+    from streams.topology import changelog_topics
+
+    settings = make_settings(service_endpoints, f"{session_namespace}-topics", tmp_path)
+    created = await ensure_topics(settings)
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka.bootstrap_servers)
+    await admin.start()
+    try:
+        changelogs = changelog_topics(settings)
+        assert set(created) == {*settings.all_topics(), *changelogs}
+        described = await admin.describe_topics(created)
+        assert {len(t["partitions"]) for t in described} == {settings.kafka.partitions}
+        configs = await admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, name) for name in changelogs[:2]]
+        )
+        policies = {
+            entry[0]: entry[1]
+            for response in configs
+            for resource in response.resources
+            for entry in resource[4]
+            if entry[0] == "cleanup.policy"
+        }
+        assert policies == {"cleanup.policy": "compact"}, configs
+        assert await ensure_topics(settings) == []  # a second call creates nothing
+    finally:
+        await admin.close()
+        await delete_namespace_topics(settings)
