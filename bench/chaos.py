@@ -45,8 +45,10 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -54,6 +56,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 from aiokafka import AIOKafkaConsumer
@@ -224,10 +228,24 @@ async def query_load(run: Run, url: str, stop_at: asyncio.Event) -> None:
             await asyncio.sleep(0.5)
 
 
+async def group_ready(settings: Settings) -> bool:
+    """The graph worker's group is stable with partitions assigned."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka.bootstrap_servers)
+    await admin.start()
+    try:
+        groups = await admin.describe_consumer_groups([settings.app_id])
+    finally:
+        await admin.close()
+    state = groups[0].groups[0] if groups and groups[0].groups else None
+    return state is not None and state[2] == "Stable" and bool(state[5])
+
+
 async def kill_and_restart(run: Run) -> None:
-    """``kill -9`` the worker, start it again at once, and time until its group commits."""
+    """``kill -9`` the worker, start it again at once, and time until consumption resumes:
+    its group commits again, or (with nothing left to consume) it holds its partitions."""
     assert run.worker is not None
-    before = await committed_total(run.settings)
+    settings = run.settings
+    before = await committed_total(settings)
     killed = time.monotonic()
     run.worker.send_signal(signal.SIGKILL)
     run.worker.wait(30)
@@ -237,7 +255,9 @@ async def kill_and_restart(run: Run) -> None:
     while time.monotonic() < deadline:
         await asyncio.sleep(0.25)
         with contextlib.suppress(Exception):
-            if await committed_total(run.settings) > before:
+            if await committed_total(settings) > before or (
+                (await pipeline_lag(settings))["graph"] == 0 and await group_ready(settings)
+            ):
                 run.recovery_s.append(round(time.monotonic() - killed, 2))
                 run.note(f"consumption resumed after {run.recovery_s[-1]} s")
                 return
@@ -249,7 +269,7 @@ async def disturb(run: Run, args: argparse.Namespace, publishing: asyncio.Task[N
     """The schedule, in seconds from the start of publishing: Weaviate down from 30 s for
     ``weaviate_down``; the broker down at ``broker_at`` for ``broker_down``; a kill every
     ``kill_every`` until publishing has ended and ``kills`` were made, skipping the slots
-    from 5 s before the broker stops to 20 s after it is back (a kill then would time the
+    from 15 s before the broker stops to 20 s after it is back (a kill then would time the
     broker, not the worker)."""
     t0 = time.monotonic()
     settings = run.settings
@@ -278,7 +298,7 @@ async def disturb(run: Run, args: argparse.Namespace, publishing: asyncio.Task[N
         run.note("broker back")
 
     others = [asyncio.create_task(weaviate_outage()), asyncio.create_task(broker_restart())]
-    quiet = (args.broker_at - 5, args.broker_at + args.broker_down + 20)
+    quiet = (args.broker_at - 15, args.broker_at + args.broker_down + 20)
     slot = 1
     while len(run.recovery_s) < args.kills or not publishing.done():
         t = slot * args.kill_every
@@ -543,12 +563,16 @@ def main() -> int:
     ap.add_argument("--latency-ms", type=float, default=20.0)
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds to drain a run")
     ap.add_argument("--out", type=Path, default=RESULT)
+    ap.add_argument("--keep", action="store_true", help="keep the working folder and its logs")
     args = ap.parse_args()
     if not DATA.exists():
         print(f"skipped: {DATA} not found")
         return 0
-    with tempfile.TemporaryDirectory(prefix="kgrag-chaos-") as tmp:
-        result = asyncio.run(main_async(args, Path(tmp)))
+    workdir = Path(tempfile.mkdtemp(prefix="kgrag-chaos-"))
+    print(f"working in {workdir} (logs: <namespace>-worker.log, -api.log)", flush=True)
+    result = asyncio.run(main_async(args, workdir))
+    if not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
     result["targets"] = targets(result)
     write_result(args.out, result)
     print(json.dumps({k: v for k, v in result.items() if k != "timeline"}, indent=1))

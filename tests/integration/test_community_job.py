@@ -353,8 +353,12 @@ async def test_events_stream_announces_an_emerged_storyline(system: System) -> N
                 raise AssertionError("the stream ended without an emerged event")
 
             event = await asyncio.wait_for(listen(), 180)
+            # both stream workers' watchdogs report in, alive and without failures
+            workers = (await c.get("/healthz")).json()["workers"]
     finally:
         server.stop()
+    assert {w["group"] for w in workers if w["alive"] and w["checks"] > 0} == {"graph", "vectors"}
+    assert not [w for w in workers if w["failures"]], workers
     assert event["level"] == 0 and event["size"] >= 3
     assert {entity_key(n) for n in event["top_entities"]} <= keys_of(NEW_STORYLINE)
     assert event["snapshot_version"] > 0
