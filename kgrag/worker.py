@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import faust
 
-from agents import chunker, embedder, extractor, merger
+from agents import chunker, extractor, merger
 from core.clients import Clients
 from core.lag import GRAPH_TOPICS, VECTOR_TOPICS
 from core.settings import Settings
@@ -47,7 +47,11 @@ def build(settings: Settings) -> Topology:
 
 def build_vectors(settings: Settings) -> faust.App:
     """The vector worker's faust app: chunks and graph changes → vectors of text units and
-    entities in Weaviate, in the ``vector_app_id`` consumer group."""
+    entities in Weaviate, in the ``vector_app_id`` consumer group. The embedders (and the
+    Weaviate client, a second or more of imports) are imported here only: a restarted graph
+    worker, whose start-up is its recovery time after a crash, does not load them."""
+    from agents import embedder
+
     ensure_offline_bpe()
     app = create_app(settings, vectors=True)
     topics = declare_topics(settings, app)
