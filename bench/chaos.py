@@ -64,14 +64,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
-from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.freshness import api_ready, start_api
+from bench.ingest import absorbed
 from bench.live import (
     LLMServer,
     free_port,
     fresh_namespace,
+    from_start,
     start_llm_server,
     start_worker,
     stop,
@@ -94,7 +95,6 @@ from graph.documents import document_from_obj
 from graph.graph_view import GraphView
 from kgrag.services import kafka, weaviate
 from kgrag.services.process import port_open, stop_pid
-from streams.codecs import decode_graph_change
 
 RESULT = RESULTS / "chaos.json"
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reuters-1987-dev.jsonl"
@@ -281,27 +281,20 @@ async def disturb(run: Run, args: argparse.Namespace, publishing: asyncio.Task[N
     async def at(t: float) -> None:
         await asyncio.sleep(max(0.0, t0 + t - time.monotonic()))
 
-    async def weaviate_outage() -> None:
-        await at(30)
-        rec = weaviate.record(settings)
+    async def outage(what: str, service: Any, start: float, down: float) -> None:
+        await at(start)
+        rec = service.record(settings)
         assert rec is not None
         await asyncio.to_thread(stop_pid, rec.pid)
-        run.note(f"Weaviate stopped for {args.weaviate_down:g} s")
-        await asyncio.sleep(args.weaviate_down)
-        await asyncio.to_thread(weaviate.up, settings)
-        run.note("Weaviate back")
+        run.note(f"{what} stopped for {down:g} s")
+        await asyncio.sleep(down)
+        await asyncio.to_thread(service.up, settings)
+        run.note(f"{what} back")
 
-    async def broker_restart() -> None:
-        await at(args.broker_at)
-        rec = kafka.record(settings)
-        assert rec is not None
-        await asyncio.to_thread(stop_pid, rec.pid)
-        run.note(f"broker stopped for {args.broker_down:g} s")
-        await asyncio.sleep(args.broker_down)
-        await asyncio.to_thread(kafka.up, settings)
-        run.note("broker back")
-
-    others = [asyncio.create_task(weaviate_outage()), asyncio.create_task(broker_restart())]
+    others = [
+        asyncio.create_task(outage("Weaviate", weaviate, 30, args.weaviate_down)),
+        asyncio.create_task(outage("broker", kafka, args.broker_at, args.broker_down)),
+    ]
     quiet = (args.broker_at - 15, args.broker_at + args.broker_down + 20)
     slot = 1
     while len(run.recovery_s) < args.kills or not publishing.done():
@@ -315,50 +308,18 @@ async def disturb(run: Run, args: argparse.Namespace, publishing: asyncio.Task[N
 
 
 async def drained(run: Run, ids: set[str], timeout: float) -> GraphView:
-    """Fold graph-changes until every document is in, no change came for 10 s and both worker
+    """The folded graph once every document is in, no change came for 10 s and both worker
     groups have committed everything."""
-    settings = run.settings
-    view = GraphView()
-    consumer = AIOKafkaConsumer(
-        settings.topic("graph_changes"),
-        bootstrap_servers=settings.kafka.bootstrap_servers,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        group_id=None,
-    )
-    await consumer.start()
-    deadline = time.monotonic() + timeout
-    quiet = time.monotonic()
-    try:
-        while time.monotonic() < deadline:
-            batch = await consumer.getmany(timeout_ms=500, max_records=5000)
-            for msgs in batch.values():
-                for m in msgs:
-                    view.apply(decode_graph_change(m.value))
-                quiet = time.monotonic() if msgs else quiet
-            if ids <= set(view.documents) and time.monotonic() - quiet >= 10:
-                lag = await pipeline_lag(settings)
-                if not any(lag.values()):
-                    run.note("drained")
-                    return view
-                quiet = time.monotonic()
-    finally:
-        await consumer.stop()
-    raise TimeoutError(f"{settings.namespace} did not drain in {timeout:.0f} s")
+    view = await absorbed(run.settings, len(ids), timeout, settle=10.0)
+    run.note("drained")
+    return view
 
 
 async def dead_letters(settings: Settings) -> tuple[Counter[str], set[str]]:
     """Dead letters by reason (first words), and the keys (chunk or document ids) they hold."""
     out: Counter[str] = Counter()
     keys: set[str] = set()
-    consumer = AIOKafkaConsumer(
-        settings.topic("documents_dlq"),
-        settings.topic("extractions_dlq"),
-        bootstrap_servers=settings.kafka.bootstrap_servers,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        group_id=None,
-    )
+    consumer = from_start(settings, "documents_dlq", "extractions_dlq")
     await consumer.start()
     try:
         while batch := await consumer.getmany(timeout_ms=3000):

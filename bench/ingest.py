@@ -47,6 +47,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from bench.live import (
     LLMServer,
     fresh_namespace,
+    from_start,
     log_path,
     peak_rss_mb,
     service_pids,
@@ -86,13 +87,7 @@ async def consumer_lag(settings: Settings) -> int:
 async def absorbed(settings: Settings, sent: int, timeout: float, settle: float = 3.0) -> GraphView:
     """Fold graph-changes until every sent document is in, quiet for ``settle`` s, lag 0."""
     view = GraphView()
-    consumer = AIOKafkaConsumer(
-        settings.topic("graph_changes"),
-        bootstrap_servers=settings.kafka.bootstrap_servers,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        group_id=None,
-    )
+    consumer = from_start(settings, "graph_changes")
     await consumer.start()
     deadline = time.monotonic() + timeout
     quiet = time.monotonic()

@@ -129,6 +129,20 @@ def free_port() -> int:
 # ---- the namespace and Kafka waits ----
 
 
+def from_start(settings: Settings, *names: str) -> Any:
+    """An (unstarted) consumer of the namespace's topics ``names`` (settings names) from their
+    first offset, in no group: for reading a run's output without moving any offsets."""
+    from aiokafka import AIOKafkaConsumer
+
+    return AIOKafkaConsumer(
+        *(settings.topic(n) for n in names),
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        group_id=None,
+    )
+
+
 async def drop_collections(settings: Settings) -> None:
     from core.vector_store import WeaviateStore
 

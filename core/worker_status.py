@@ -21,7 +21,7 @@ import logging
 import os
 import socket
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +37,10 @@ FORGET_S = 24 * 3600.0  # a dead worker's file is removed by the next worker aft
 FAILURE_SHOWN_S = 600.0  # a watchdog failure keeps the service degraded this long
 
 
-@dataclass(frozen=True, slots=True)
-class WatchdogStatus:
-    group: str  # "graph" or "vectors"
-    name: str  # static-membership id, or host-pid
-    pid: int
-    started_at: float  # unix time
-    updated_at: float  # unix time of this write
+@dataclass(slots=True)
+class WatchdogFigures:
+    """What a stall watchdog saw and did since its worker started (kept by the watchdog)."""
+
     checks: int = 0  # checks run
     stalls: int = 0  # stalled partitions found
     repairs: int = 0  # rebalances asked for (stalls and SIGHUP)
@@ -52,6 +49,16 @@ class WatchdogStatus:
     last_failure_at: float | None = None
     last_stall: str | None = None  # "topic/partition: what faust believed"
     last_stall_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WatchdogStatus:
+    group: str  # "graph" or "vectors"
+    name: str  # static-membership id, or host-pid
+    pid: int
+    started_at: float  # unix time
+    updated_at: float  # unix time of this write
+    figures: WatchdogFigures = field(default_factory=WatchdogFigures)
 
     def age_s(self, now: float | None = None) -> float:
         return max(0.0, (time.time() if now is None else now) - self.updated_at)
@@ -62,10 +69,20 @@ class WatchdogStatus:
     def failing(self, now: float | None = None) -> bool:
         """A watchdog failure recent enough to report."""
         now = time.time() if now is None else now
-        return self.last_failure_at is not None and now - self.last_failure_at <= FAILURE_SHOWN_S
+        at = self.figures.last_failure_at
+        return at is not None and now - at <= FAILURE_SHOWN_S
 
     def to_json(self, now: float | None = None) -> dict[str, Any]:
-        return {**asdict(self), "alive": self.alive(now)}
+        """Flat: the worker's identity, its figures, and whether it is alive."""
+        out = {k: v for k, v in asdict(self).items() if k != "figures"}
+        return {**out, **asdict(self.figures), "alive": self.alive(now)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WatchdogStatus:
+        known = {f.name for f in fields(WatchdogFigures)}
+        figures = WatchdogFigures(**{k: v for k, v in data.items() if k in known})
+        own = {f.name for f in fields(cls)} - {"figures"}
+        return cls(**{k: v for k, v in data.items() if k in own}, figures=figures)
 
 
 def worker_name(settings: Settings) -> str:
@@ -85,7 +102,9 @@ def write_watchdog_status(settings: Settings, status: WatchdogStatus) -> None:
     path = status_file(settings, status.group, status.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_bytes(orjson.dumps(asdict(status)))
+    data = status.to_json()
+    del data["alive"]  # the reader judges that by the time it reads
+    tmp.write_bytes(orjson.dumps(data))
     tmp.replace(path)
 
 
@@ -101,16 +120,13 @@ def forget_dead(settings: Settings, now: float | None = None) -> None:
             remove_watchdog_status(settings, status.group, status.name)
 
 
-_FIELDS = {f.name for f in fields(WatchdogStatus)}
-
-
 def read_watchdog_statuses(settings: Settings) -> list[WatchdogStatus]:
     """Every worker's last status in this namespace, by group and name."""
     out = []
     for path in sorted(_folder(settings).glob("*.json")):
         try:
             data = orjson.loads(path.read_bytes())
-            out.append(WatchdogStatus(**{k: v for k, v in data.items() if k in _FIELDS}))
+            out.append(WatchdogStatus.from_json(data))
         except (OSError, ValueError, TypeError) as e:
             log.debug("worker status %s not read: %s", path, e)
     return out
@@ -120,8 +136,9 @@ def describe_failures(statuses: list[WatchdogStatus], now: float | None = None) 
     """One health reason per worker whose watchdog failed lately."""
     now = time.time() if now is None else now
     return [
-        f"the stall watchdog of the {s.group} worker {s.name} failed {s.failures} time(s), "
-        f"last {round(now - (s.last_failure_at or now))} s ago: {s.last_failure}; stalled "
+        f"the stall watchdog of the {s.group} worker {s.name} failed {s.figures.failures} "
+        f"time(s), last {round(now - (s.figures.last_failure_at or now))} s ago: "
+        f"{s.figures.last_failure}; stalled "
         "partitions are not repaired until it works (see the worker's log)"
         for s in statuses
         if s.failing(now)

@@ -80,15 +80,24 @@ def _weakest(counts: dict[str, int]) -> str:
     return min(counts, key=lambda v: (counts[v], -rank(v)))
 
 
-def tally_add(tally: Tally, value: str, *, cap: int) -> Tally:
-    """One more chunk supports ``value``."""
+def _counted(tally: Tally, value: str, cap: int) -> tuple[dict[str, int], bool]:
+    """The counts with ``value`` added when it is kept already or there is room, and whether
+    it was (else the caller decides what a full tally gives way to)."""
     counts = dict(tally.items)
-    overflow = tally.overflow
     if value in counts:
         counts[value] += 1
     elif len(counts) < cap:
         counts[value] = 1
     else:
+        return counts, False
+    return counts, True
+
+
+def tally_add(tally: Tally, value: str, *, cap: int) -> Tally:
+    """One more chunk supports ``value``."""
+    counts, placed = _counted(tally, value, cap)
+    overflow = tally.overflow
+    if not placed:
         weakest = _weakest(counts) if counts else None
         if weakest is not None and counts[weakest] == 1 and rank(value) < rank(weakest):
             del counts[weakest]
@@ -100,13 +109,9 @@ def tally_add(tally: Tally, value: str, *, cap: int) -> Tally:
 def sample_add(tally: Tally, value: str, *, cap: int) -> Tally:
     """One more chunk supports ``value``; a full tally keeps the ``cap`` values of smallest
     rank whatever their counts (see the module docstring)."""
-    counts = dict(tally.items)
+    counts, placed = _counted(tally, value, cap)
     overflow = tally.overflow
-    if value in counts:
-        counts[value] += 1
-    elif len(counts) < cap:
-        counts[value] = 1
-    else:
+    if not placed:
         ranked = max(counts, key=rank, default=None)
         if ranked is not None and rank(value) < rank(ranked):
             overflow += counts.pop(ranked)

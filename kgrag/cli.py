@@ -123,6 +123,18 @@ def topics_create() -> None:
     console.print(f"created {len(created)} topic(s); {len(settings.all_topics())} in namespace")
 
 
+# set by ``core.children.Supervisor`` on a child it restarts (the community job, the vector worker)
+SupervisorRestarts = Annotated[
+    int,
+    typer.Option(
+        "--supervisor-restarts",
+        min=0,
+        hidden=True,
+        help="Times the worker's supervisor restarted this process (set by the supervisor)",
+    ),
+]
+
+
 @app.command("worker")
 def worker(
     loglevel: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
@@ -158,15 +170,7 @@ def worker(
 @app.command("vector-worker")
 def vector_worker(
     loglevel: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
-    supervisor_restarts: Annotated[
-        int,
-        typer.Option(
-            "--supervisor-restarts",
-            min=0,
-            hidden=True,
-            help="Times the worker's supervisor restarted this process (set by the supervisor)",
-        ),
-    ] = 0,
+    supervisor_restarts: SupervisorRestarts = 0,
 ) -> None:
     """Run the embedders (chunks and graph changes into Weaviate) until interrupted; `kgrag
     worker` starts one beside itself."""
@@ -187,15 +191,7 @@ def vector_worker(
 @app.command("community-job")
 def community_job_cmd(
     loglevel: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
-    supervisor_restarts: Annotated[
-        int,
-        typer.Option(
-            "--supervisor-restarts",
-            min=0,
-            hidden=True,
-            help="Times the worker's supervisor restarted this job (set by the supervisor)",
-        ),
-    ] = 0,
+    supervisor_restarts: SupervisorRestarts = 0,
 ) -> None:
     """Run the debounced community job (re-clustering, reports, graph versions, events)."""
     from agents.community.job import CommunityJob

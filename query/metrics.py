@@ -210,8 +210,8 @@ class QueryMetrics:
         for w in workers:
             labels = (w.group, w.name)
             self.worker_alive.labels(*labels).set(1 if w.alive(now) else 0)
-            self.watchdog_repairs.labels(*labels).set(w.repairs)
-            self.watchdog_failures.labels(*labels).set(w.failures)
+            self.watchdog_repairs.labels(*labels).set(w.figures.repairs)
+            self.watchdog_failures.labels(*labels).set(w.figures.failures)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

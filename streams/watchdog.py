@@ -43,12 +43,13 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
 from core.settings import Settings
 from core.worker_status import (
+    WatchdogFigures,
     WatchdogStatus,
     forget_dead,
     remove_watchdog_status,
@@ -73,19 +74,13 @@ class StallWatch:
     topics: frozenset[str]
     stall_s: float = 30.0
     seen: dict[Any, _Seen] = field(default_factory=dict)
-    checks: int = 0
-    stalls: int = 0
-    repairs: int = 0
-    failures: int = 0
-    last_failure: str | None = None
-    last_failure_at: float | None = None
-    last_stall: str | None = None
-    last_stall_at: float | None = None
+    figures: WatchdogFigures = field(default_factory=WatchdogFigures)
 
     def failed(self, what: str, error: BaseException) -> None:
-        self.failures += 1
-        self.last_failure = f"{what}: {type(error).__name__}: {error}"[:500]
-        self.last_failure_at = time.time()
+        f = self.figures
+        f.failures += 1
+        f.last_failure = f"{what}: {type(error).__name__}: {error}"[:500]
+        f.last_failure_at = time.time()
 
     def _busy(self) -> bool:
         """A rebalance or recovery is under way, or an agent is behind: its queue is under
@@ -139,16 +134,16 @@ class StallWatch:
         return out
 
     async def check(self) -> None:
-        self.checks += 1
+        self.figures.checks += 1
         stalled = self.stalled(time.monotonic())
         if not stalled:
             return
         for tp, facts in stalled:
             log.warning("partition %s/%d stalled: %s", tp.topic, tp.partition, facts)
-        self.stalls += len(stalled)
+        self.figures.stalls += len(stalled)
         tp, facts = stalled[-1]
-        self.last_stall = f"{tp.topic}/{tp.partition}: {facts}"
-        self.last_stall_at = time.time()
+        self.figures.last_stall = f"{tp.topic}/{tp.partition}: {facts}"
+        self.figures.last_stall_at = time.time()
         await self.repair(tp for tp, _ in stalled)
 
     async def repair(self, tps: Iterable[Any]) -> None:
@@ -167,12 +162,12 @@ class StallWatch:
             thread._ensure_consumer()._coordinator.request_rejoin()
 
         await thread.call_thread(rejoin)
-        self.repairs += 1
+        self.figures.repairs += 1
         self.seen.clear()
         log.warning(
             "asked the consumer group for a rebalance to re-fetch %d partition(s) (repair %d)",
             len(stalled),
-            self.repairs,
+            self.figures.repairs,
         )
 
 
@@ -193,21 +188,8 @@ def register(
     name, started_at = worker_name(settings), time.time()
 
     def publish_status() -> None:
-        status = WatchdogStatus(
-            group=group,
-            name=name,
-            pid=os.getpid(),
-            started_at=started_at,
-            updated_at=time.time(),
-            checks=watch.checks,
-            stalls=watch.stalls,
-            repairs=watch.repairs,
-            failures=watch.failures,
-            last_failure=watch.last_failure,
-            last_failure_at=watch.last_failure_at,
-            last_stall=watch.last_stall,
-            last_stall_at=watch.last_stall_at,
-        )
+        figures = replace(watch.figures)  # a copy: the status is written as of now
+        status = WatchdogStatus(group, name, os.getpid(), started_at, time.time(), figures)
         try:
             write_watchdog_status(settings, status)
         except OSError as e:  # the status is for readers; the worker goes on without it

@@ -24,7 +24,7 @@ from fastapi.testclient import TestClient
 from core.graph_tables import GraphTables
 from core.job_status import FailedItem, JobStatus, LastRun, write_status
 from core.settings import ApiSettings, Settings, load_settings
-from core.worker_status import WatchdogStatus, write_watchdog_status
+from core.worker_status import WatchdogFigures, WatchdogStatus, write_watchdog_status
 from graph.protocols import ChatResult
 from graph.snapshot_model import Snapshot, SnapshotMeta
 from query.api.app import create_app
@@ -658,11 +658,16 @@ class TestHealthWorkers:
         now = time.time()
         store.write(aged(1, 5, {"0": 12}))
         write_status(settings(tmp_path), job_status(heard_s_ago=1))
-        healthy = WatchdogStatus("graph", "w1", 11, now - 600, now - 3, checks=60, repairs=1)
+        healthy = WatchdogStatus(
+            "graph", "w1", 11, now - 600, now - 3, WatchdogFigures(checks=60, repairs=1)
+        )
         failing = WatchdogStatus(
-            "vectors", "w1", 12, now - 600, now - 4, checks=60, failures=3,
-            last_failure="check: AttributeError: 'Consumer' object has no attribute "
-            "'_committed_offset'", last_failure_at=now - 20,
+            "vectors", "w1", 12, now - 600, now - 4,
+            WatchdogFigures(
+                checks=60, failures=3, last_failure_at=now - 20,
+                last_failure="check: AttributeError: 'Consumer' object has no attribute "
+                "'_committed_offset'",
+            ),
         )  # fmt: skip
         for w in (healthy, failing):
             write_watchdog_status(settings(tmp_path), w)
@@ -684,8 +689,8 @@ class TestHealthWorkers:
         store.write(aged(1, 5, {"0": 12}))
         write_status(settings(tmp_path), job_status(heard_s_ago=1))
         old = WatchdogStatus(
-            "graph", "w2", 13, now - 7200, now - 300, failures=1, last_failure="check: boom",
-            last_failure_at=now - 3600,
+            "graph", "w2", 13, now - 7200, now - 300,
+            WatchdogFigures(failures=1, last_failure="check: boom", last_failure_at=now - 3600),
         )  # fmt: skip
         write_watchdog_status(settings(tmp_path), old)
         with client_for(tmp_path, store) as c:
@@ -703,7 +708,9 @@ class TestHealthWorkers:
         store.write(aged(1, 5, {}))
         write_watchdog_status(
             settings(tmp_path),
-            WatchdogStatus("vectors", "w1", 12, now - 60, now - 2, repairs=2, failures=1),
+            WatchdogStatus(
+                "vectors", "w1", 12, now - 60, now - 2, WatchdogFigures(repairs=2, failures=1)
+            ),
         )
         with client_for(tmp_path, store) as c:
             text = c.get("/metrics").text

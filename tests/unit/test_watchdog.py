@@ -168,7 +168,7 @@ async def test_repair_asks_for_a_rebalance_on_the_consumer_thread() -> None:
     watch.stalled(0.0)
     watch.stalled(31.0)
     await watch.repair([ITEMS])
-    assert c._thread.rejoins == 1 and watch.repairs == 1
+    assert c._thread.rejoins == 1 and watch.figures.repairs == 1
     assert watch.stalled(32.0) == []  # watched afresh after the repair
 
 
@@ -179,12 +179,11 @@ def test_a_failing_check_is_counted_and_written_for_the_service(tmp_path: Path) 
     watch.stalled(0.0)
     assert len(watch.stalled(31.0)) == 1
     watch.failed("check", AttributeError("'Consumer' object has no attribute '_read_offset'"))
-    assert watch.failures == 1 and watch.last_failure is not None
-    assert watch.last_failure.startswith("check: AttributeError:")
-    status = WatchdogStatus(
-        "graph", "w1", 1, time.time(), time.time(), failures=watch.failures,
-        last_failure=watch.last_failure, last_failure_at=watch.last_failure_at,
-    )  # fmt: skip
+    figures = watch.figures
+    assert figures.failures == 1 and figures.last_failure is not None
+    assert figures.last_failure.startswith("check: AttributeError:")
+    assert figures.stalls == 0  # stalled() finds; check() counts and repairs
+    status = WatchdogStatus("graph", "w1", 1, time.time(), time.time(), figures)
     write_watchdog_status(settings, status)
     [read] = read_watchdog_statuses(settings)
     assert read == status and read.failing()
