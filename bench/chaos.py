@@ -254,11 +254,13 @@ async def kill_and_restart(run: Run) -> None:
     partitions."""
     assert run.worker is not None
     settings = run.settings
-    before = await committed_total(settings)
     members = await group_members(settings) or set()
     killed = time.monotonic()
     run.worker.send_signal(signal.SIGKILL)
     run.worker.wait(30)
+    # read after the kill: a commit the old worker made just before it would otherwise count
+    # as the restarted worker's
+    before = await committed_total(settings)
     run.start_worker()
     run.note(f"worker killed and restarted (committed {before})")
     deadline = killed + 180
