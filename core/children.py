@@ -257,14 +257,17 @@ def supervise_kgrag(
     backoff_base_s: float = 1.0,
     backoff_max_s: float = 60.0,
     stable_after_s: float = 300.0,
+    start: bool = True,
 ) -> Supervisor:
-    """``kgrag <args>`` as a supervised child, started: restarted when it dies, ended with
-    this process. ``args`` must end where ``--supervisor-restarts N`` may follow (after the
-    command's own options)."""
-    return Supervisor(
+    """``kgrag <args>`` as a supervised child, started (unless ``start`` is False: the caller
+    calls :meth:`Supervisor.start`): restarted when it dies, ended with this process.
+    ``args`` must end where ``--supervisor-restarts N`` may follow (after the command's own
+    options)."""
+    supervisor = Supervisor(
         kgrag_argv(args),
         name=name or (args[0] if args else "kgrag"),
         backoff_base_s=backoff_base_s,
         backoff_max_s=backoff_max_s,
         stable_after_s=stable_after_s,
-    ).start()
+    )
+    return supervisor.start() if start else supervisor

@@ -196,12 +196,13 @@ class ExtractionSettings(BaseModel):
     )
     max_gleanings: int = Field(1, ge=0, le=10, description="Gleaning rounds after the first")
     parse_attempts: int = Field(
-        3,
+        5,
         ge=1,
         le=10,
         description="Times a turn of a chunk's extraction is asked while the answer does not "
         "parse (garbled output); a first answer still garbled then sends the chunk to the "
-        "dead-letter topic, a gleaning counts as nothing more",
+        "dead-letter topic, a gleaning counts as nothing more. A model garbling one answer "
+        "in twenty loses a turn once in 3.2 million with 5",
     )
     claims_enabled: bool = Field(False, description="Extract claims (covariates)")
     claim_entity_specification: str = Field(

@@ -148,23 +148,23 @@ def worker(
     """Run the stream worker (chunker, extractor, mergers) until interrupted.
 
     The community job and the vector worker (the embedders, in a consumer group of their own
-    so a Weaviate outage holds back only the vectors) run as supervised child processes:
-    restarted with a growing backoff when they die, ended with the worker.
+    so a Weaviate outage holds back only the vectors) run as supervised child processes,
+    started once the worker is ready: restarted with a growing backoff when they die, ended
+    with the worker.
     """
-    from faust import Worker
-
     from core.children import supervise_kgrag
-    from kgrag.worker import build
+    from kgrag.worker import GraphWorker, build
     from streams.admin import ensure_topics
 
     settings = _settings()
     asyncio.run(ensure_topics(settings))
-    if community_job:
-        supervise_kgrag(["community-job", "--loglevel", loglevel])
-    if vectors:
-        supervise_kgrag(["vector-worker", "--loglevel", loglevel])
+    helpers = [
+        supervise_kgrag([command, "--loglevel", loglevel], start=False)
+        for command, wanted in (("community-job", community_job), ("vector-worker", vectors))
+        if wanted
+    ]
     topo = build(settings)
-    Worker(topo.app, loglevel=loglevel).execute_from_commandline()
+    GraphWorker(topo.app, helpers=helpers, loglevel=loglevel).execute_from_commandline()
 
 
 @app.command("vector-worker")

@@ -13,9 +13,13 @@ query service reads what all of them produce (``query/``).
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
+
 import faust
 
 from agents import chunker, extractor, merger
+from core.children import Supervisor
 from core.clients import Clients
 from core.lag import GRAPH_TOPICS, VECTOR_TOPICS
 from core.settings import Settings
@@ -43,6 +47,48 @@ def build(settings: Settings) -> Topology:
         topo.app, [settings.topic(n) for n in GRAPH_TOPICS], settings=settings, group="graph"
     )
     return topo
+
+
+# a worker that is not ready by then (a broker down, a long recovery) starts its helpers anyway
+HELPERS_AFTER_S = 30.0
+
+
+class GraphWorker(faust.Worker):
+    """faust's worker for the graph app, starting its helper processes (the community job,
+    the vector worker) once the app is ready (partitions assigned, tables recovered), or after
+    ``helpers_after_s`` if it is not by then. A restarted worker's recovery time is its
+    start-up; helpers starting beside it on a small machine compete for the cores with their
+    imports, their own recovery and a first community run, and made it seconds slower."""
+
+    def __init__(
+        self,
+        app: faust.App,
+        *,
+        helpers: Sequence[Supervisor],
+        loglevel: str,
+        helpers_after_s: float = HELPERS_AFTER_S,
+    ) -> None:
+        super().__init__(app, loglevel=loglevel)
+        self._helpers = tuple(helpers)
+        self._lock = threading.Lock()
+        self._helpers_started = False
+        self._timer = threading.Timer(helpers_after_s, self.start_helpers)
+        self._timer.daemon = True
+        self._timer.start()
+
+    async def on_startup_finished(self) -> None:
+        await super().on_startup_finished()
+        self.start_helpers()
+
+    def start_helpers(self) -> None:
+        """Start every helper, once (the ready signal and the timer may both call this)."""
+        with self._lock:
+            if self._helpers_started:
+                return
+            self._helpers_started = True
+        self._timer.cancel()
+        for helper in self._helpers:
+            helper.start()
 
 
 def build_vectors(settings: Settings) -> faust.App:

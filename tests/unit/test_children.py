@@ -261,3 +261,44 @@ def test_community_job_accepts_the_restart_count() -> None:
     result = CliRunner().invoke(app, ["community-job", "--supervisor-restarts", "2", "--help"])
     assert result.exit_code == 0, result.output
     assert kgrag_argv(["community-job"])[1:] == ["-m", "kgrag.cli", "community-job"]
+
+
+class TestGraphWorkerHelpers:
+    """``kgrag worker`` starts its helpers (the community job, the vector worker) once it is
+    ready, so a restarted worker does not share the cores with their start-up; a worker that
+    never gets ready still starts them after a while."""
+
+    @staticmethod
+    def worker(helpers: list[Supervisor], after_s: float) -> Any:
+        import faust
+
+        from kgrag.worker import GraphWorker
+
+        app = faust.App("helpers-test", broker="kafka://127.0.0.1:1", autodiscover=False)
+        return GraphWorker(app, helpers=helpers, loglevel="warning", helpers_after_s=after_s)
+
+    def test_ready_starts_the_helpers_once(
+        self, tmp_path: Path, stop_later: list[Supervisor]
+    ) -> None:
+        import asyncio
+
+        sup, log = planned(tmp_path, "forever")
+        stop_later.append(sup)
+        worker = self.worker([sup], after_s=60)
+        time.sleep(0.3)
+        assert starts(log) == [] and not sup.running, "a helper started before the worker was ready"
+        asyncio.run(worker.on_startup_finished())
+        wait_until(lambda: len(starts(log)) == 1)
+        worker.start_helpers()  # the timer firing afterwards must not start it twice
+        time.sleep(0.3)
+        assert len(starts(log)) == 1 and sup.running
+
+    def test_a_worker_never_ready_starts_them_after_the_timeout(
+        self, tmp_path: Path, stop_later: list[Supervisor]
+    ) -> None:
+        sup, log = planned(tmp_path, "forever")
+        stop_later.append(sup)
+        t0 = time.time()
+        self.worker([sup], after_s=0.5)
+        wait_until(lambda: len(starts(log)) == 1)
+        assert starts(log)[0][1] - t0 >= 0.5
