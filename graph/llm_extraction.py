@@ -169,7 +169,7 @@ async def _gleaning_conversation(
                 attempts,
             )
         except ExtractionFailedError as e:
-            log.info("chunk %s: gleaning %d taken as nothing more: %s", chunk_id, round_no, e)
+            log.warning("chunk %s: gleaning %d taken as nothing more: %s", chunk_id, round_no, e)
             more = ""
         messages.append(_assistant(more))
         answers.append(more)
