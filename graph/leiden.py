@@ -304,9 +304,8 @@ def _prepare_previous(
     for level, parents in enumerate(prev.parents):
         for label, parent in sorted(parents.items()):
             children.setdefault((level - 1, parent), []).append(label)
-    reusable = {prev.levels[lv][lab]: (lv, lab) for lv, lab in children}
     frontier, placed = _frontier(graph, prev, digests, strengths, tolerance)
-    return PreviousRun(prev.levels, labels, frontier, reusable, children), placed
+    return PreviousRun(prev.levels, labels, frontier, children), placed
 
 
 def _level_zero(ctx: RunInputs) -> tuple[list[_Node], float]:
@@ -395,17 +394,42 @@ def _reuse(ctx: RunInputs, members: list[int]) -> _Node | None:
     prev = ctx.prev
     if prev is None or any(map(prev.frontier.__getitem__, members)):
         return None
-    found = prev.reusable.get(frozenset(map(ctx.keys.__getitem__, members)))
+    found = _previous_split(prev, members)
     if found is None:
         return None
-    index = {ctx.keys[v]: v for v in members}
-    return _copy_subtree(prev, *found, index)
+    return _copy_subtree(prev, *found, members)
 
 
-def _copy_subtree(prev: PreviousRun, level: int, label: int, index: Mapping[str, int]) -> _Node:
-    members = sorted(map(index.__getitem__, prev.levels[level][label]))
+def _previous_split(prev: PreviousRun, members: list[int]) -> tuple[int, int] | None:
+    """(level, label) of the previous community that was split and has exactly ``members``,
+    found through the first member's previous labels: a community of the same size whose
+    label every member carried. Index lookups only, no member set built: a run reuses most
+    of the hierarchy, and this is done for every community it reuses."""
+    first = members[0]
+    for level, labels in enumerate(prev.labels):
+        label = labels[first]
+        if label is None:
+            return None  # not in the previous hierarchy from this level down
+        if (level, label) not in prev.children or len(prev.levels[level][label]) != len(members):
+            continue
+        if list(map(labels.__getitem__, members)).count(label) == len(members):
+            return level, label
+        return None
+    return None
+
+
+def _copy_subtree(prev: PreviousRun, level: int, label: int, members: list[int]) -> _Node:
+    """The previous community (``level``, ``label``), whose members are now ``members``
+    (sorted indexes), with its sub-hierarchy: each level's members bucketed by their previous
+    label one level down (children partition their parent), so every bucket stays sorted."""
     kids = prev.children.get((level, label), [])
-    return _Node(members, [_copy_subtree(prev, level + 1, c, index) for c in kids])
+    if not kids:
+        return _Node(members, [])
+    below = prev.labels[level + 1]
+    buckets: dict[int | None, list[int]] = {kid: [] for kid in kids}
+    for v in members:
+        buckets[below[v]].append(v)
+    return _Node(members, [_copy_subtree(prev, level + 1, kid, buckets[kid]) for kid in kids])
 
 
 def _flatten(

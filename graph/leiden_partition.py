@@ -42,7 +42,6 @@ class PreviousRun:
     levels: tuple[Mapping[int, frozenset[str]], ...]  # the previous communities per level
     labels: list[list[int | None]]  # per level, per node index: previous label, None if none
     frontier: list[bool]  # per node index: free to move this run (new, or materially changed)
-    reusable: dict[frozenset[str], tuple[int, int]]  # split community's members → (level, label)
     children: dict[tuple[int, int], list[int]]  # (level, label) → child labels
 
 
