@@ -20,7 +20,7 @@ import contextlib
 import logging
 import queue
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from functools import partial
@@ -602,11 +602,16 @@ class Runner:
         version: int,
     ) -> list[dict[str, Any]]:
         out = []
+        # once per run, not per event: both are scans of the whole graph
+        newest = newest_time(self.state.view)
+        current = {c.id: c for c in self.state.communities}
         for e in events:
             if e.kind == "unchanged":
                 continue
             out.append(
                 self._event_dict(
+                    current,
+                    newest,
                     e.kind,
                     e.community_id,
                     e.level,
@@ -623,6 +628,8 @@ class Runner:
                 c = by_id[cid]
                 out.append(
                     self._event_dict(
+                        current,
+                        newest,
                         "report_updated",
                         cid,
                         c.level,
@@ -636,6 +643,8 @@ class Runner:
 
     def _event_dict(
         self,
+        current: Mapping[str, Community],
+        newest: str,
         kind: str,
         cid: str | None,
         level: int,
@@ -645,7 +654,7 @@ class Runner:
         **extra: Any,
     ) -> dict[str, Any]:
         report = self.state.reports.get(cid or "")
-        community = next((c for c in self.state.communities if c.id == cid), None)
+        community = current.get(cid or "")
         view = self.state.view
         top = []
         if community is not None:
@@ -664,7 +673,7 @@ class Runner:
             "growth": size - previous_size,
             "top_entities": top,
             "snapshot_version": version,
-            "newest_document_time": newest_time(view),
+            "newest_document_time": newest,
             **{k: list(v) if isinstance(v, tuple) else v for k, v in extra.items()},
         }
 
