@@ -8,7 +8,7 @@ then the previous text stands. A summary the LLM refused waits for its retry tim
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from graph.aggregates import description_fingerprint
@@ -82,6 +82,12 @@ def _slots_to_visit(state: JobState, touched: set[str] | None) -> set[str] | Non
     return touched | pending | refused
 
 
+def _row_exists(view: GraphView, slot: str) -> bool:
+    """Whether the entity (``e:<key>``) or relationship (``r:<key>``) of a slot still exists."""
+    rows: Mapping[str, object] = view.entities if slot.startswith("e:") else view.relationships
+    return slot[2:] in rows
+
+
 def _material(record: SummaryRecord, descriptions: tuple[str, ...], policy: SummaryPolicy) -> bool:
     changed = len(record.basis.symmetric_difference(descriptions))
     return changed >= policy.new_share * max(1, len(record.basis))
@@ -104,7 +110,8 @@ def summaries_needed(
     out: list[SummaryRequest] = []
     deferred, due = 0, []
     pending: set[str] = set()
-    for slot, (fp, descs, names) in description_sets(view, _slots_to_visit(state, touched)).items():
+    visit = _slots_to_visit(state, touched)
+    for slot, (fp, descs, names) in description_sets(view, visit).items():
         record = state.summaries.get(slot)
         if record is not None and record.fingerprint == fp:
             continue
@@ -126,10 +133,13 @@ def summaries_needed(
             continue
         out.append(SummaryRequest(slot, names, descs, fp))
     state.summaries_pending = pending  # one refused in this run is found by its failure
-    live = {f"e:{k}" for k in view.entities} | {f"r:{k}" for k in view.relationships}
-    for slot in [s for s in state.summaries if s not in live]:
+    # a row removed since the last run is a touched slot: only those can have lost their row
+    maybe_gone = state.summaries if visit is None else visit
+    for slot in [s for s in maybe_gone if s in state.summaries and not _row_exists(view, s)]:
         del state.summaries[slot]
-    for item in [i for i in state.failures if i.startswith("summary:") and i[8:] not in live]:
+    for item in [
+        i for i in state.failures if i.startswith("summary:") and not _row_exists(view, i[8:])
+    ]:
         del state.failures[item]
     return SummaryPlan(
         tuple(sorted(out, key=lambda r: r.slot)), deferred, min(due) if due else None

@@ -26,6 +26,7 @@ from agents.community.job import CommunityJob, RunFailed
 from agents.community.runner import Runner
 from agents.community.state import upgrade_state
 from core.errors import LLMError
+from graph.graph_changes import GraphChange
 from graph.job_state import JobState, SummaryRecord
 from graph.keys import entity_key
 from graph.protocols import ChatResult
@@ -314,6 +315,21 @@ class TestSummaries:
         await job.run(world)
         assert job.state.summaries[slot].by == "llm"  # now too long to show as it is
         assert model.calls["summarize_descriptions"] == 1
+
+    async def test_the_summary_of_a_deleted_row_goes_with_it(self, tmp_path: Path) -> None:
+        """Runs visit only touched slots; a deleted row's slot is touched, so its summary is
+        dropped in the next run while untouched summaries stay."""
+        job = LLMJob(settings_for(tmp_path, summary_join_max_tokens=0), ScriptedModel())
+        world = base_world()
+        for name in ("Vega B 2", "Orion A 1"):
+            for i in range(2):
+                world.say(f"doc-{name}-{i}", [(name, f"{name} shipped cargo number {i}.")])
+        await job.run(world)
+        gone, kept = f"e:{entity_key('Vega B 2')}", f"e:{entity_key('Orion A 1')}"
+        assert {gone, kept} <= set(job.state.summaries)
+        world.view.apply(GraphChange("chunk-x", "doc-x", True, deleted_entities=(gone[2:],)))
+        await job.run(world)
+        assert gone not in job.state.summaries and kept in job.state.summaries
 
     def test_an_old_checkpoint_is_upgraded_without_losing_its_summaries(self) -> None:
         world = base_world()
