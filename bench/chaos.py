@@ -95,6 +95,7 @@ from graph.documents import document_from_obj
 from graph.graph_view import GraphView
 from kgrag.services import kafka, weaviate
 from kgrag.services.process import port_open, stop_pid
+from streams.codecs import Retraction, decode_chunk_event
 
 RESULT = RESULTS / "chaos.json"
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reuters-1987-dev.jsonl"
@@ -334,10 +335,14 @@ async def dead_letters(settings: Settings) -> tuple[Counter[str], set[str]]:
         while batch := await consumer.getmany(timeout_ms=3000):
             for msgs in batch.values():
                 for m in msgs:
-                    reason = str(json.loads(m.value).get("reason", "?"))
+                    letter = json.loads(m.value)
+                    reason = str(letter.get("reason", "?"))
                     out[" ".join(reason.split()[:6])] += 1
                     if m.key:
                         keys.add(m.key.decode("utf-8", "replace"))
+                    with contextlib.suppress(Exception):  # a chunk's letter: its chunk id
+                        chunk = decode_chunk_event(str(letter["payload"]).encode())
+                        keys.add(chunk.chunk_id if isinstance(chunk, Retraction) else chunk.id)
     finally:
         await consumer.stop()
     return out, keys

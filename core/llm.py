@@ -48,7 +48,9 @@ class OpenAILLM:
         directory = cache_dir or settings.cache_dir
         self.cache = ResponseCache(directory) if directory is not None else None
         self.metrics = Metrics("kgrag_llm", registry, settings.concurrency)
-        policy = RetryPolicy(settings.max_retries, backoff_base_s, backoff_max_s)
+        policy = RetryPolicy(
+            settings.max_retries, backoff_base_s, backoff_max_s, settings.rate_limit_budget_s
+        )
         self._caller = Caller(settings.concurrency, policy, self.metrics)
         self._pending: dict[str, asyncio.Future[ChatResult]] = {}
 

@@ -25,7 +25,7 @@ from typing import TypeVar
 
 import openai
 from prometheus_client import CollectorRegistry, Counter, Gauge
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from core.errors import LLMError
 
@@ -43,6 +43,10 @@ def is_retryable(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code in _RETRYABLE_STATUS or exc.status_code >= 500
     return isinstance(exc, openai.APIConnectionError | TimeoutError | ConnectionError)
+
+
+def is_rate_limited(exc: BaseException | None) -> bool:
+    return isinstance(exc, openai.APIStatusError) and exc.status_code == 429
 
 
 def retry_after_s(exc: BaseException) -> float | None:
@@ -72,6 +76,18 @@ class RetryPolicy:
     max_retries: int = 6
     base_s: float = 0.5  # first backoff; doubles each attempt
     max_s: float = 30.0  # cap of the exponential backoff (Retry-After is not capped by it)
+    rate_limit_budget_s: float = 0.0  # a 429 is retried past max_retries until this long
+
+    def stop(self, state: RetryCallState) -> bool:
+        """Stop after ``max_retries`` retries, except that a request still rate-limited (429:
+        the server says "later", never "no") goes on until ``rate_limit_budget_s`` have
+        passed since its first attempt: a burst of 429s must not cost a chunk."""
+        if state.attempt_number < self.max_retries + 1:
+            return False
+        exc = state.outcome.exception() if state.outcome else None
+        if is_rate_limited(exc):
+            return (state.seconds_since_start or 0.0) >= self.rate_limit_budget_s
+        return True
 
     def wait(self, state: RetryCallState) -> float:
         """Retry-After plus up to 10% jitter when given, else full-jitter exponential backoff."""
@@ -199,7 +215,7 @@ class Caller:
 
     async def call(self, request: Callable[[], Awaitable[T]]) -> T:
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.policy.max_retries + 1),
+            stop=self.policy.stop,
             wait=self.policy.wait,
             retry=retry_if_exception(is_retryable),
             before_sleep=self._count_retry,

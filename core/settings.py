@@ -146,6 +146,13 @@ class LLMSettings(BaseModel):
     model: str = Field("gpt-4o-mini", description="Chat model name")
     concurrency: int = Field(8, ge=1, le=512, description="Concurrent LLM requests per process")
     max_retries: int = Field(6, ge=0, le=50, description="Retries on 429/5xx/timeouts")
+    rate_limit_budget_s: float = Field(
+        300.0,
+        ge=0,
+        description="A request still rate-limited (429) after max_retries is retried until "
+        "this many seconds have passed since its first attempt (honouring Retry-After), so "
+        "a burst of rate limits delays a chunk instead of dead-lettering it; 0: no more",
+    )
     timeout_s: float = Field(60.0, gt=0, description="Per-request timeout")
     temperature: float = Field(0.0, ge=0, le=2)
     cache_dir: Path | None = Field(

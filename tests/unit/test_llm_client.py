@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -104,13 +105,41 @@ class TestRetries:
         self, server: ScriptedLLMServer, make_llm: Any
     ) -> None:
         server.set_faults({"rate_limit": 1.0, "retry_after_s": 0.01})
-        llm = make_llm(max_retries=2)
+        llm = make_llm(max_retries=2, rate_limit_budget_s=0)
         with pytest.raises(LLMError) as info:
             await llm.chat(extraction())
         assert info.value.retryable and info.value.attempts == 3
         assert "429" in info.value.reason
         assert len(server.calls()) == 3
         assert llm.stats().failures == 1
+
+    async def test_rate_limits_past_max_retries_are_retried_within_the_budget(
+        self, server: ScriptedLLMServer, make_llm: Any
+    ) -> None:
+        server.set_faults({"rate_limit": 1.0, "max_faults": 5, "retry_after_s": 0.02})
+        llm = make_llm(max_retries=2, rate_limit_budget_s=30)
+        assert "<|COMPLETE|>" in (await llm.chat(extraction())).text
+        assert [c.status for c in server.calls()] == [429] * 5 + [200]
+
+    async def test_a_rate_limit_that_outlasts_the_budget_gives_up(
+        self, server: ScriptedLLMServer, make_llm: Any
+    ) -> None:
+        server.set_faults({"rate_limit": 1.0, "retry_after_s": 0.05})
+        llm = make_llm(max_retries=2, rate_limit_budget_s=0.5)
+        started = time.monotonic()
+        with pytest.raises(LLMError) as info:
+            await llm.chat(extraction())
+        assert time.monotonic() - started >= 0.5
+        assert info.value.attempts > 3 and "429" in info.value.reason
+
+    async def test_the_budget_is_for_rate_limits_only(
+        self, server: ScriptedLLMServer, make_llm: Any
+    ) -> None:
+        server.set_faults({"server_error": 1.0})
+        llm = make_llm(max_retries=2, rate_limit_budget_s=30)
+        with pytest.raises(LLMError) as info:
+            await llm.chat(extraction())
+        assert info.value.attempts == 3 and len(server.calls()) == 3
 
     async def test_bad_request_is_not_retried(
         self, server: ScriptedLLMServer, make_llm: Any
