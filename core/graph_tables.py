@@ -632,6 +632,20 @@ class GraphTables:
         return Snapshot(meta=info.meta, **tables)
 
     @_storage_io
+    def human_ids(self, table: str, version: int) -> tuple[int | None, dict[str, int]]:
+        """Of ``table`` up to ``version``: the largest ``human_readable_id`` any row version
+        ever had (None for none), and each current row's id and ``human_readable_id``."""
+        history = self.read_table(table, version, columns=["id", "human_readable_id"])
+        if history.num_rows == 0:
+            return None, {}
+        top = pc.max(history.column("human_readable_id")).as_py()
+        now = current_rows(history)
+        pairs = zip(
+            now.column("id").to_pylist(), now.column("human_readable_id").to_pylist(), strict=True
+        )
+        return top, {k: int(n) for k, n in pairs if n is not None}
+
+    @_storage_io
     def pointer_stamp(self) -> tuple[int, int, int] | None:
         """A cheap change detector for readers: it changes whenever a version is listed."""
         if self.remote:

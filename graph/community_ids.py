@@ -75,6 +75,21 @@ class HumanIds:
         table = {**known, **{k: start + i for i, k in enumerate(fresh)}}
         return HumanIds({**self.next_ids, kind: start + len(fresh)}, {**self.assigned, kind: table})
 
+    def adopt(self, kind: str, given: Mapping[str, int], beyond: int | None) -> HumanIds:
+        """Ids given elsewhere to keys this allocator has not numbered, kept for them, and
+        the counter moved past ``beyond`` (the largest id ever given of the kind). Used when
+        the graph tables are ahead of the state they were written from (a checkpoint older
+        than the last commits): the ids those commits gave stay with their keys, and no
+        number they used is given again. Keys numbered here already keep their numbers."""
+        known = self.assigned.get(kind, {})
+        fresh = {k: n for k, n in given.items() if k not in known}
+        floor = max([self.next_id(kind), *((beyond + 1,) if beyond is not None else ())])
+        floor = max([floor, *(n + 1 for n in fresh.values())])
+        if not fresh and floor == self.next_id(kind):
+            return self
+        assigned = {**self.assigned, kind: {**known, **fresh}} if fresh else self.assigned
+        return HumanIds({**self.next_ids, kind: floor}, assigned)
+
     def to_dict(self) -> dict[str, object]:
         """JSON-able form (orjson) for the job's state."""
         return {

@@ -118,6 +118,42 @@ def _fold_inbox(state: JobState) -> int:
     return batches
 
 
+# the graph tables holding human-readable ids, by the ``HumanIds`` kind that numbers them
+_ID_TABLES = (
+    ("entity", "entities"),
+    ("relationship", "relationships"),
+    ("text_unit", "text_units"),
+    ("document", "documents"),
+    ("claim", "claims"),
+    ("community", "communities"),
+)
+
+
+def adopt_committed_ids(store: GraphTables, state: JobState) -> bool:
+    """Keep the human-readable ids of versions the state does not know of; whether any.
+
+    Light commits are not checkpointed (the next run is), and a crash can also fall between
+    a run's commit and its checkpoint: a restarted job then holds counters behind the ids
+    the tables already gave. Left so, it gave those numbers again to other rows, and until
+    its replay had rewritten every row of the lost versions two rows shared an id (a query
+    service resolving a context's relationship ids failed on them). So before it numbers
+    anything, the job adopts the ids of rows the tables hold and it has not numbered, and
+    moves each counter past every id the tables ever held. Community ids are matched by
+    members each run, so only their counter moves."""
+    latest = store.latest_listed()
+    known = state.tables_known
+    if latest is None or (known is not None and known.version == latest):
+        return False
+    ids = before = state.human_ids
+    for kind, table in _ID_TABLES:
+        top, given = store.human_ids(table, latest)
+        ids = ids.adopt(kind, {} if kind == "community" else given, top)
+    state.human_ids = ids
+    if ids is not before:
+        log.info("kept the ids of graph versions committed after the checkpoint (up to %d)", latest)
+    return ids is not before
+
+
 def writer_store(settings: Settings) -> GraphTables:
     """The graph tables this process writes, opened once: it keeps the Delta tables it has
     read and counts its commits towards the next maintenance across runs."""
@@ -157,6 +193,7 @@ def light_commit(store: GraphTables, state: JobState, mode: str) -> int | None:
     keys = view.take_fresh()
     if not keys:
         return None
+    adopt_committed_ids(store, state)
     infos = store.version_infos_all()
     state.human_ids = fresh_ids(view, state.human_ids, keys)
     rows = row_tables(view, state, keys)
@@ -273,6 +310,7 @@ class Runner:
         t = self._tick("summaries", t)
         self.absorb_now()
         self._absorbing = False  # ids and the clustering are computed from the view now
+        adopt_committed_ids(self._store(), state)
         state.human_ids = assign_record_ids(view, state.human_ids)
         hierarchy, communities, human_ids, drift = cluster(view, state, self.params)
         t = self._tick("leiden_and_ids", t)

@@ -155,6 +155,16 @@ class TestHumanIds:
         with pytest.raises(HumanIdsError, match="behind"):
             HumanIds.from_dict({"next_ids": {"entity": 1}, "assigned": {"entity": {"a": 3}}})
 
+    def test_adopted_ids_stay_with_their_keys_and_are_never_given_again(self) -> None:
+        h = HumanIds.empty().assign("entity", ["a", "b"])  # the checkpoint: a=0, b=1
+        # the tables: b=1 as here, c=2 and d=3 from commits the checkpoint missed, and 5 was
+        # once given to a row deleted since
+        h = h.adopt("entity", {"b": 1, "c": 2, "d": 3, "a": 9}, 5)
+        assert {k: h.get("entity", k) for k in "abcd"} == {"a": 0, "b": 1, "c": 2, "d": 3}
+        h = h.assign("entity", ["e"])
+        assert h.get("entity", "e") == 6
+        assert h.adopt("entity", {"b": 1}, 4) is h  # nothing new: the same allocator
+
     def test_fresh_community_ids_skip_ids_already_in_use(self) -> None:
         # a previous state whose counter was lost must not hand out a duplicate id
         previous = [comm("c-0", "abc"), comm("c-1", "def")]
