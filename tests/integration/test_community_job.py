@@ -184,8 +184,10 @@ class System:
         await publish(self.settings, write_jsonl(self.tmp / f"{name}.jsonl", docs))
 
     async def caught_up(self, done: Any, *, timeout: float = 240.0) -> Snapshot:
-        """The latest snapshot once ``done(snapshot)`` holds and it has consumed every
-        graph change written so far (and no newer change arrived for a few seconds)."""
+        """The latest snapshot once ``done(snapshot)`` holds and a community run (not a
+        light commit, which holds the new rows but not yet their communities and reports)
+        has consumed every graph change written so far, and no newer version followed for a
+        few seconds."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             await asyncio.sleep(2)
@@ -195,7 +197,7 @@ class System:
                 continue
             written = await topic_size(self.settings, self.settings.topic("graph_changes"))
             consumed = sum(snap.meta.consumed_offsets.values())
-            if done(snap) and consumed == written:
+            if done(snap) and consumed == written and snap.meta.kind == "run":
                 await asyncio.sleep(3)
                 if self.store.latest_version() == snap.meta.version:
                     return snap
