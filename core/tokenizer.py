@@ -9,11 +9,10 @@ process we start calls :func:`ensure_offline_bpe` (workers inherit the environme
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import os
 import shutil
-import warnings
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,21 +38,27 @@ def ensure_offline_bpe(cache_dir: Path | None = None) -> Path:
     existing = os.environ.get("TIKTOKEN_CACHE_DIR")
     target = Path(existing) if existing and cache_dir is None else (cache_dir or _default_dir())
     target.mkdir(parents=True, exist_ok=True)
-    with warnings.catch_warnings():
-        # importing bpe_openai calls importlib.resources.open_binary, deprecated upstream
-        warnings.filterwarnings("ignore", "open_binary is deprecated", DeprecationWarning)
-        data = resources.files("bpe_openai") / "data"
     for name, digest in _CACHE_NAMES.items():
         dest = target / digest
         if dest.exists() and dest.stat().st_size > 0:
             continue
-        src = data / f"{name}.tiktoken.gz"
+        src = _shipped_data() / f"{name}.tiktoken.gz"
         tmp = dest.with_suffix(".tmp")
-        with src.open("rb") as raw, gzip.open(raw) as unzipped, open(tmp, "wb") as out:
+        with open(src, "rb") as raw, gzip.open(raw) as unzipped, open(tmp, "wb") as out:
             shutil.copyfileobj(unzipped, out)
         tmp.replace(dest)
     os.environ["TIKTOKEN_CACHE_DIR"] = str(target)
     return target
+
+
+def _shipped_data() -> Path:
+    """The ``data`` folder of the installed ``bpe_openai`` package, found without importing
+    it: its ``__init__`` builds Rust tokenizers (half a second), and a restarted worker only
+    needs the files, and only the first time."""
+    spec = importlib.util.find_spec("bpe_openai")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("the bpe-openai package is not installed; run `make setup`")
+    return Path(next(iter(spec.submodule_search_locations))) / "data"
 
 
 @lru_cache(maxsize=4)

@@ -37,3 +37,23 @@ def test_tokenisation_works_without_network_in_a_fresh_process(tmp_path: Path) -
     assert result.returncode == 0, result.stderr
     assert "o200k_base" in result.stdout and "cl100k_base" in result.stdout
     assert any((tmp_path / "kafka-graphrag" / "tiktoken").iterdir())
+
+
+def test_a_filled_cache_is_used_without_importing_the_wheel(tmp_path: Path) -> None:
+    """Importing ``bpe_openai`` builds its own tokenizers (half a second of every worker
+    restart); with the files unpacked, only tiktoken is loaded."""
+    env = {k: v for k, v in os.environ.items() if k != "TIKTOKEN_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path)
+    check = (
+        "import sys\n"
+        "from core.tokenizer import get_encoding\n"
+        "assert get_encoding('o200k_base').encode('Vienna')\n"
+        "print('bpe_openai' in sys.modules)\n"
+    )
+    outputs = [
+        subprocess.run(
+            [sys.executable, "-c", check], capture_output=True, text=True, env=env, timeout=120
+        ).stdout.strip()
+        for _ in range(2)
+    ]
+    assert outputs == ["False", "False"]
