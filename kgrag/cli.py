@@ -155,6 +155,7 @@ def worker(
     from core.children import supervise_kgrag
     from kgrag.worker import GraphWorker, build
     from streams.admin import ensure_topics
+    from streams.app import freeze_startup_heap
 
     settings = _settings()
     asyncio.run(ensure_topics(settings))
@@ -164,6 +165,7 @@ def worker(
         if wanted
     ]
     topo = build(settings)
+    freeze_startup_heap()
     GraphWorker(topo.app, helpers=helpers, loglevel=loglevel).execute_from_commandline()
 
 
@@ -178,6 +180,7 @@ def vector_worker(
 
     from kgrag.worker import build_vectors
     from streams.admin import ensure_topics
+    from streams.app import freeze_startup_heap
 
     settings = _settings()
     if supervisor_restarts:
@@ -185,7 +188,9 @@ def vector_worker(
             "vector worker restarted by its supervisor (%d restarts)", supervisor_restarts
         )
     asyncio.run(ensure_topics(settings))
-    Worker(build_vectors(settings), loglevel=loglevel).execute_from_commandline()
+    app = build_vectors(settings)
+    freeze_startup_heap()
+    Worker(app, loglevel=loglevel).execute_from_commandline()
 
 
 @app.command("community-job")

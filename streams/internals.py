@@ -47,6 +47,7 @@ def check_modules() -> None:
     """Classes and module attributes, checked without a running app."""
     import faust.streams
     from aiokafka.consumer.group_coordinator import GroupCoordinator
+    from faust.tables import TableManager
     from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
     from mode.utils.queues import FlowControlEvent, FlowControlQueue
 
@@ -55,6 +56,7 @@ def check_modules() -> None:
         ("faust's AIOKafkaConsumerThread", AIOKafkaConsumerThread, "_ensure_consumer"),
         ("aiokafka's GroupCoordinator", GroupCoordinator, "request_rejoin"),
         ("mode's FlowControlQueue", FlowControlQueue, "clear"),
+        ("faust's TableManager", TableManager, "_update_channels"),
     ]
     for where, owner, name in checks:
         if not hasattr(owner, name):
