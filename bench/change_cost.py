@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--large", action="store_true", help="add a ~100,000-article corpus")
     parser.add_argument("--drift-steps", type=int, default=20)
-    parser.add_argument("--repeat", type=int, default=3, help="runs per change (median kept)")
+    parser.add_argument("--repeat", type=int, default=5, help="runs per change (median kept)")
     parser.add_argument("--out", type=Path, default=RESULT)
     args = parser.parse_args(argv)
     if not DATA.exists():

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from graph.aggregates import ClaimAggregate
+from graph.cluster_input import ClusterInput
 from graph.community_ids import HumanIds, assign_community_ids
 from graph.evidence import (
     EntityFacts,
@@ -79,8 +80,20 @@ def clustering_graph(view: GraphView) -> WeightedGraph:
     return build_graph(sorted({k for a, b, _ in edges for k in (a, b)}), edges)
 
 
+def clustering_input(view: GraphView, state: JobState, touched: Touched | None) -> ClusterInput:
+    """The clustering graph kept in ``state``, refreshed for what ``touched`` names (built
+    from the whole view when either is unknown)."""
+    kept = getattr(state, "cluster_input", None)
+    if kept is None or touched is None:
+        kept = ClusterInput.build(view)
+    else:
+        kept.refresh(view, (s[2:] for s in touched.slots if s.startswith("r:")), touched.entities)
+    state.cluster_input = kept
+    return kept
+
+
 def cluster(
-    view: GraphView, state: JobState, params: RunParams
+    view: GraphView, state: JobState, params: RunParams, touched: Touched | None = None
 ) -> tuple[Hierarchy, tuple[Community, ...], HumanIds, DriftCheck | None]:
     """The graph re-clustered around what changed (the frontier), with stable ids.
 
@@ -88,8 +101,10 @@ def cluster(
     compares modularity: when the maintained hierarchy has fallen more than ``rebalance_gap``
     behind, the run re-clusters with every node free (warm-started from where they are), and
     reports are then regenerated only where communities changed materially, as in any run.
+    ``touched``: what changed since the last run (every key the view folded since, at least),
+    to bring the kept clustering graph up to date; None rebuilds it from the whole view.
     """
-    graph = clustering_graph(view)
+    graph, digests, strengths = clustering_input(view, state, touched).graph()
 
     def run(rebalance: bool) -> Hierarchy:
         return hierarchical_leiden(
@@ -99,6 +114,7 @@ def cluster(
             previous=state.hierarchy,
             frontier_tolerance=params.frontier_tolerance,
             rebalance=rebalance,
+            node_stats=(digests, strengths),
         )
 
     hierarchy = run(False)

@@ -124,6 +124,12 @@ class GraphView:
         self.touched, self.touched_slots = set(), set()
         return None if entities is None or slots is None else Touched(entities, slots)
 
+    def touched_so_far(self) -> Touched | None:
+        """What was touched since the last ``take_touched``, still collecting (copies)."""
+        entities = getattr(self, "touched", None)
+        slots = getattr(self, "touched_slots", None)
+        return None if entities is None or slots is None else Touched(set(entities), set(slots))
+
     def apply(self, change: GraphChange | dict[str, Any]) -> None:
         """Fold one record of ``graph-changes`` (a change, or a document object)."""
         self.changes_applied += 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from graph.cluster_input import ClusterInput
 from graph.community_ids import HumanIds
 from graph.evidence import EvidenceIndex, ReportBasis
 from graph.graph_view import GraphView
@@ -52,6 +53,9 @@ class JobState:
     # token costs of report-context rows with the cells they were counted from
     # (graph.report_rows.Rows), so a run counts only the rows that changed
     row_costs: RowCosts = field(default_factory=dict)
+    # the graph Leiden clusters, with each node's edge digest and weighted degree, updated
+    # run by run from what changes touched; None: not built yet (the next run builds it)
+    cluster_input: ClusterInput | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -173,12 +173,15 @@ def hierarchical_leiden(
     n_iterations: int | None = None,
     frontier_tolerance: float = 0.0,
     rebalance: bool = False,
+    node_stats: tuple[Sequence[int], Sequence[float]] | None = None,
 ) -> Hierarchy:
     """Partition ``graph`` into a hierarchy whose leaves have at most ``max_cluster_size``
     members, warm-started from ``previous`` (a ``Hierarchy``, or node → level-0 label or leaf
     path), only the frontier free to move (see the module docstring). ``rebalance`` frees
     every node (still warm-started, nothing reused): the maintained hierarchy's quality has
-    drifted from what a fresh clustering finds (``scratch_modularity``).
+    drifted from what a fresh clustering finds (``scratch_modularity``). ``node_stats``: each
+    node's edge digest and weighted degree, in node order, when the caller keeps them up to
+    date (``graph.cluster_input``); computed here otherwise.
 
     ``n_iterations`` is leidenalg's, for every run in the tree; by default 2 from scratch
     (leidenalg's default) and 1 when warm-started, which starts next to a local optimum and
@@ -191,7 +194,14 @@ def hierarchical_leiden(
         raise HierarchyError(f"frontier_tolerance must be in [0, 1), got {frontier_tolerance}")
     with gc_paused():
         return _hierarchical_leiden(
-            graph, max_cluster_size, seed, previous, n_iterations, frontier_tolerance, rebalance
+            graph,
+            max_cluster_size,
+            seed,
+            previous,
+            n_iterations,
+            frontier_tolerance,
+            rebalance,
+            node_stats,
         )
 
 
@@ -203,13 +213,17 @@ def _hierarchical_leiden(
     n_iterations: int | None,
     tolerance: float,
     rebalance: bool = False,
+    node_stats: tuple[Sequence[int], Sequence[float]] | None = None,
 ) -> Hierarchy:
     if previous is not None and not isinstance(previous, Hierarchy):
         previous = Hierarchy.from_paths(previous)
     source = [a for a, _ in graph.edges]
     target = [b for _, b in graph.edges]
-    digests = node_digests(graph.nodes, source, target, graph.weights)
-    strengths = _strengths(graph, source, target)
+    if node_stats is None:
+        digests: Sequence[int] = node_digests(graph.nodes, source, target, graph.weights)
+        strengths: Sequence[float] = _strengths(graph, source, target)
+    else:
+        digests, strengths = node_stats
     prev = None
     placed = dict(zip(graph.nodes, strengths, strict=True))
     if previous is not None:

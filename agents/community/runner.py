@@ -312,7 +312,9 @@ class Runner:
         self._absorbing = False  # ids and the clustering are computed from the view now
         adopt_committed_ids(self._store(), state)
         state.human_ids = assign_record_ids(view, state.human_ids)
-        hierarchy, communities, human_ids, drift = cluster(view, state, self.params)
+        hierarchy, communities, human_ids, drift = cluster(
+            view, state, self.params, _with_absorbed(touched, view.touched_so_far())
+        )
         t = self._tick("leiden_and_ids", t)
         events = lineage(state.communities, communities)
         scope = planning_scope(
@@ -714,6 +716,14 @@ class Runner:
             "newest_document_time": newest,
             **{k: list(v) if isinstance(v, tuple) else v for k, v in extra.items()},
         }
+
+
+def _with_absorbed(taken: Touched | None, since: Touched | None) -> Touched | None:
+    """What the run's view holds changed since the last run: what was taken at its start and
+    what it folded since (folded again into the next run's, where it is looked at anew)."""
+    if taken is None or since is None:
+        return None
+    return Touched(taken.entities | since.entities, taken.slots | since.slots)
 
 
 def _with_unreflected(report: SnapshotReport, share: float) -> SnapshotReport:

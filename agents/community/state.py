@@ -68,6 +68,8 @@ def upgrade_state(state: JobState) -> JobState:
         state.tables_known = None  # the next commit reads the latest graph version back
     if not hasattr(state, "evidence"):
         state.evidence = None  # built from the whole view by the next run
+    if not hasattr(state, "cluster_input"):
+        state.cluster_input = None  # built from the whole view by the next run
     if "touched" not in vars(state.view):
         state.view.touched = None  # not known: the next run plans every community
     if "unit_entities" not in vars(state.view):

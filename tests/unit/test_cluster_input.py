@@ -1,0 +1,108 @@
+"""The clustering graph kept between runs (``graph.cluster_input``) is, after any sequence of
+changes, exactly the graph, digests and weighted degrees a rebuild from the whole view gives:
+a run that refreshes only what changed clusters the same graph as one that rebuilds it."""
+
+from __future__ import annotations
+
+import pickle
+import random
+from pathlib import Path
+
+import pytest
+
+from graph.cluster_input import ClusterInput
+from graph.community_run import clustering_graph
+from graph.graph_changes import GraphChange
+from graph.graph_view import GraphView
+from graph.keys import entity_key
+from graph.leiden import _strengths
+from graph.leiden_graph import WeightedGraph, node_digests
+from tests.unit.test_community_run import Job, World, base_world, make_settings
+
+Stats = tuple[WeightedGraph, list[int], list[float]]
+
+
+def rebuilt(view: GraphView) -> Stats:
+    graph = clustering_graph(view)
+    source = [a for a, _ in graph.edges]
+    target = [b for _, b in graph.edges]
+    return (
+        graph,
+        node_digests(graph.nodes, source, target, graph.weights),
+        _strengths(graph, source, target),
+    )
+
+
+def refresh(kept: ClusterInput, view: GraphView) -> None:
+    touched = view.take_touched()
+    assert touched is not None
+    rels = [s[2:] for s in touched.slots if s.startswith("r:")]
+    kept.refresh(view, rels, touched.entities)
+
+
+def random_step(world: World, rng: random.Random, names: list[str], step: int) -> None:
+    view = world.view
+    roll = rng.random()
+    if roll < 0.6 or not view.relationships:
+        people = rng.sample(names, 4)
+        edges = [(rng.choice(people), rng.choice(people), f"deal {step}") for _ in range(3)]
+        world.say(f"doc-{step}", [(p, f"{p} in story {step}.") for p in people[:2]], edges)
+    elif roll < 0.8 and view.entities:
+        gone = rng.choice(sorted(view.entities))
+        view.apply(GraphChange(f"chunk-x{step}", "doc-x", True, deleted_entities=(gone,)))
+    else:
+        gone = rng.choice(sorted(view.relationships))
+        view.apply(GraphChange(f"chunk-x{step}", "doc-x", True, deleted_relationships=(gone,)))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_refreshed_after_every_change_it_equals_a_rebuild(seed: int) -> None:
+    rng = random.Random(seed)
+    world = World()
+    names = [f"Firm {i}" for i in range(12)]
+    kept = ClusterInput.build(world.view)
+    world.view.take_touched()
+    for step in range(60):
+        random_step(world, rng, names, step)
+        refresh(kept, world.view)
+        assert kept.graph() == rebuilt(world.view), f"step {step}"
+    assert kept.graph()[0].edges, "the sequence left a graph with edges"
+
+
+def test_an_entity_that_goes_and_comes_back_takes_its_relationships_along() -> None:
+    world = base_world()
+    kept = ClusterInput.build(world.view)
+    world.view.take_touched()
+    hub = entity_key("Orion A 0")
+    degree = len(kept.adjacency[hub])
+    assert degree >= 3
+    world.view.apply(GraphChange("chunk-gone", "doc-x", True, deleted_entities=(hub,)))
+    refresh(kept, world.view)
+    assert hub not in kept.adjacency and kept.graph() == rebuilt(world.view)
+    world.say("doc-back", [("Orion A 0", "Orion A 0 is back.")])
+    refresh(kept, world.view)
+    assert len(kept.adjacency[hub]) == degree and kept.graph() == rebuilt(world.view)
+
+
+def test_refreshing_more_than_changed_changes_nothing_and_a_pickle_keeps_it() -> None:
+    world = base_world()
+    kept = ClusterInput.build(world.view)
+    before = kept.graph()
+    kept.refresh(world.view, world.view.relationships, world.view.entities)
+    assert kept.graph() == before
+    again = pickle.loads(pickle.dumps(kept))
+    assert again.graph() == before
+
+
+async def test_the_job_keeps_it_equal_to_a_rebuild_run_after_run(tmp_path: Path) -> None:
+    world = base_world()
+    job = Job(make_settings(tmp_path))
+    rng = random.Random(5)
+    names = [f"Orion A {i}" for i in range(8)] + [f"Vega B {i}" for i in range(8)]
+    await job.run(world.view)
+    for step in range(6):
+        for sub in range(3):
+            random_step(world, rng, names, 10 * step + sub)
+        await job.run(world.view)
+        kept = job.state.cluster_input
+        assert kept is not None and kept.graph() == rebuilt(world.view), f"run {step}"
