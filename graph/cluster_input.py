@@ -16,30 +16,23 @@ keys than changed (changes folded while the run was under way) is harmless.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from graph.aggregates import RelationshipAggregate
 from graph.graph_view import GraphView
-from graph.leiden_graph import HierarchyError, WeightedGraph
+from graph.leiden_graph import DIGEST_C1, DIGEST_C2, HierarchyError, WeightedGraph, key_hash
 
 _MASK = (1 << 64) - 1
-_C1 = 0x9E3779B97F4A7C15  # the constants of graph.leiden_graph.node_digests
-_C2 = 0xBF58476D1CE4E5B9
 
 Pair = tuple[str, str]  # entity keys, the smaller first
 
 
-def key_hash(key: str) -> int:
-    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "little")
-
-
 def edge_term(a: str, b: str, weight: float) -> int:
     """One edge's share of both ends' digests (``a < b``), as ``node_digests`` computes it."""
-    mixed = (key_hash(a) * _C1 + key_hash(b)) & _MASK
-    return ((mixed * _C2) & _MASK) ^ (hash(weight) & _MASK)
+    mixed = (key_hash(a) * DIGEST_C1 + key_hash(b)) & _MASK
+    return ((mixed * DIGEST_C2) & _MASK) ^ (hash(weight) & _MASK)
 
 
 @dataclass

@@ -29,6 +29,14 @@ import pyarrow.compute as pc
 from graph.errors import GraphError
 
 _MASK = (1 << 64) - 1
+# the odd constants that mix an edge's end hashes into its digest term (``node_digests``)
+DIGEST_C1 = 0x9E3779B97F4A7C15
+DIGEST_C2 = 0xBF58476D1CE4E5B9
+
+
+def key_hash(key: str) -> int:
+    """A node key's 64-bit hash in edge digests (blake2b: the same in every process)."""
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "little")
 
 
 class HierarchyError(GraphError):
@@ -162,18 +170,12 @@ def node_digests(
     sum mod 2**64, over its edges ``(a, b, w)``, of ``(h(a) * C1 + h(b)) * C2 ^ hash(w)`` mod
     2**64, ``h`` a key's blake2b. Computed column-wise in Arrow's uint64 arithmetic, which
     wraps around mod 2**64 (the per-edge Python loop cost half a second on 500k edges)."""
-    nh = pa.array(
-        [
-            int.from_bytes(hashlib.blake2b(k.encode("utf-8"), digest_size=8).digest(), "little")
-            for k in keys
-        ],
-        pa.uint64(),
-    )
+    nh = pa.array(list(map(key_hash, keys)), pa.uint64())
     a = pa.array(source, pa.int64())
     b = pa.array(target, pa.int64())
-    mixed = pc.add(pc.multiply(nh.take(a), pa.scalar(0x9E3779B97F4A7C15, pa.uint64())), nh.take(b))
+    mixed = pc.add(pc.multiply(nh.take(a), pa.scalar(DIGEST_C1, pa.uint64())), nh.take(b))
     hw = pa.array(list(map(hash, weights)), pa.int64()).cast(pa.uint64(), safe=False)  # bits
-    h = pc.bit_wise_xor(pc.multiply(mixed, pa.scalar(0xBF58476D1CE4E5B9, pa.uint64())), hw)
+    h = pc.bit_wise_xor(pc.multiply(mixed, pa.scalar(DIGEST_C2, pa.uint64())), hw)
     ends = pa.table({"v": pa.concat_arrays([a, b]), "h": pa.concat_arrays([h, h])})
     sums = ends.group_by("v").aggregate([("h", "sum")])
     out = [0] * len(keys)  # a node without edges
