@@ -24,7 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from graph.aggregates import ClaimAggregate, EntityAggregate, RelationshipAggregate
+from graph.aggregates import (
+    ClaimAggregate,
+    EntityAggregate,
+    RelationshipAggregate,
+    resample_claims,
+    resample_entity,
+    resample_relationship,
+)
 from graph.contributions import (
     ChunkManifest,
     ClaimContribution,
@@ -348,7 +355,36 @@ def _merge_one(
     if spec.kind == "entity":
         n = step.rows.document_chunks
         cache.put(event, "entity_documents", counter_key, {"n": n or 0, "v": version})
+    if step.resample and after is not None:
+        after = _resampled(cache, event, spec, after, max_descriptions)
+        cache.put(event, spec.aggregate_table, key, to_dict(after))
     return spec.changed(key, after, chunk_id=chunk_id, document_id=doc_id, retraction=retraction)
+
+
+def _resampled(
+    cache: RowCache, event: Any, spec: MergeKind, after: Any, max_descriptions: int
+) -> Any:
+    """``after`` with its description (or claim) sample refolded from every live contribution
+    row of its key, read after this item's own row was written (``graph.merge.Step``). Needed
+    only when a retraction takes a kept value out of a full sample, so rarely: for a hub with
+    thousands of distinct descriptions a retraction hits one of its few kept ones with that
+    small a chance, and the scan it then costs is amortised to a few rows per retraction."""
+    rows = cache.scan(event, spec.contribution_table, contribution_key(after.key, ""))
+    live = [spec.decode_contribution(r["c"]) for r in rows.values() if not r.get(_TOMBSTONE)]
+    refolded: Any
+    if spec.kind == "entity":
+        refolded = resample_entity(after, live, max_descriptions=max_descriptions)
+    elif spec.kind == "relationship":
+        refolded = resample_relationship(after, live, max_descriptions=max_descriptions)
+    else:
+        refolded = resample_claims(after, live)
+    if refolded is None:
+        log.warning(
+            "%s %s: its %d live contribution rows do not account for its sample; kept as it is",
+            spec.kind, after.key, len(live),
+        )  # fmt: skip
+        return after
+    return refolded
 
 
 _TOMBSTONE = "x"

@@ -15,6 +15,7 @@ gone, meaning the row is deleted. Callers check the stored contribution row befo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import date
 
@@ -31,7 +32,9 @@ from graph.tally import (
     Tally,
     day_add,
     day_remove,
+    lost_sample_slot,
     sample_add,
+    sample_of,
     tally_add,
     tally_remove,
 )
@@ -269,4 +272,67 @@ def retract_claims(agg: ClaimAggregate | None, contrib: ClaimContribution) -> Cl
         support=support,
         mention_count=agg.mention_count - 1,
         version=agg.version + 1,
+    )
+
+
+# ---- refolding a sample from the live evidence -------------------------------------------
+# A retraction that takes a kept description (or claim) out of a full sample cannot tell which
+# left-out value takes its place (``graph.tally.lost_sample_slot``); the merger then reads the
+# key's live contribution rows and refolds the sample with these, so the kept set is the one
+# an insert-only stream of the same evidence gives, whatever the order of adds and retractions.
+
+
+_Row = EntityAggregate | RelationshipAggregate | ClaimAggregate
+
+
+def _sample(agg: _Row) -> Tally:
+    return agg.support if isinstance(agg, ClaimAggregate) else agg.descriptions
+
+
+def sample_lost(before: _Row | None, after: _Row | None) -> bool:
+    """True when ``after`` (``before`` less one contribution) must be refolded from the key's
+    evidence."""
+    if before is None or after is None:
+        return False
+    return lost_sample_slot(_sample(before), _sample(after))
+
+
+def _descriptions_of(
+    agg: EntityAggregate | RelationshipAggregate,
+    live: Iterable[EntityContribution | RelationshipContribution],
+    cap: int,
+) -> Tally | None:
+    """The refolded sample, or None when the evidence does not add up to the row's total
+    (rows read from another partition, or a bug: the incremental sample is then kept)."""
+    sample = sample_of((d for c in live for d in c.descriptions), cap=cap)
+    return sample if sample.total == agg.descriptions.total else None
+
+
+def resample_entity(
+    agg: EntityAggregate, live: Iterable[EntityContribution], *, max_descriptions: int
+) -> EntityAggregate | None:
+    """``agg`` with its descriptions refolded from every live contribution of its key; None
+    when those contributions do not account for the row's descriptions."""
+    sample = _descriptions_of(agg, live, max_descriptions)
+    return replace(agg, descriptions=sample) if sample is not None else None
+
+
+def resample_relationship(
+    agg: RelationshipAggregate, live: Iterable[RelationshipContribution], *, max_descriptions: int
+) -> RelationshipAggregate | None:
+    sample = _descriptions_of(agg, live, max_descriptions)
+    return replace(agg, descriptions=sample) if sample is not None else None
+
+
+def resample_claims(
+    agg: ClaimAggregate, live: Iterable[ClaimContribution], *, max_claims: int = MAX_CLAIMS
+) -> ClaimAggregate | None:
+    contributions = list(live)
+    support = sample_of((f.id for c in contributions for f in c.facts), cap=max_claims)
+    if support.total != agg.support.total:
+        return None
+    return replace(
+        agg,
+        facts=_kept_facts(support, *(c.facts for c in contributions)),
+        support=support,
     )

@@ -21,7 +21,10 @@ equal → nothing changes (a redelivery, a replay from offset 0, a restarted wor
 absent → applied. ``release_*`` subtracts the *stored* row, so a retraction removes exactly
 what was added, and releasing an absent row changes nothing. Plain counts (mentions,
 documents, weight, strength) are therefore exact in any order; capped detail follows
-``graph.tally``.
+``graph.tally``. When a retraction leaves a full description or claim sample a place it
+cannot fill by itself, the step says so (``Step.resample``) and the merger refolds the sample
+from the key's live contribution rows (a prefix scan of its partition), so the kept
+descriptions and claims too are a function of the live evidence.
 
 Document counts. ``document_count`` must drop when the last chunk of a document that named
 the entity is retracted, which a bounded aggregate cannot know by itself; a set of document
@@ -60,6 +63,7 @@ from graph.aggregates import (
     retract_claims,
     retract_entity,
     retract_relationship,
+    sample_lost,
 )
 from graph.contributions import (
     ClaimContribution,
@@ -119,6 +123,10 @@ class Step(Generic[R]):
 
     rows: R
     changed: bool
+    # a retraction took a kept description or claim out of a full sample: the caller refolds
+    # it from the key's live contributions (``graph.aggregates.resample_*``), since only they
+    # know which left-out value now belongs in the sample
+    resample: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +166,7 @@ def release_entity(rows: EntityRows) -> Step[EntityRows]:
         return Step(rows, changed=False)
     count, closes = document_chunk_removed(rows.document_chunks)
     agg = retract_entity(rows.aggregate, stored, closes_document=closes)
-    return Step(EntityRows(agg, None, count), changed=True)
+    return Step(EntityRows(agg, None, count), True, sample_lost(rows.aggregate, agg))
 
 
 def absorb_entity(
@@ -168,19 +176,20 @@ def absorb_entity(
     if rows.contribution == incoming:
         return Step(rows, changed=False)
     _same_chunk(rows.contribution, incoming)
-    base = release_entity(rows).rows
+    released = release_entity(rows)
+    base = released.rows
     count, opens = document_chunk_added(base.document_chunks)
     agg = apply_entity(
         base.aggregate, incoming, max_descriptions=max_descriptions, opens_document=opens
     )
-    return Step(EntityRows(agg, incoming, count), changed=True)
+    return Step(EntityRows(agg, incoming, count), True, released.resample)
 
 
 def release_relationship(rows: RelationshipRows) -> Step[RelationshipRows]:
     if rows.contribution is None:
         return Step(rows, changed=False)
     agg = retract_relationship(rows.aggregate, rows.contribution)
-    return Step(RelationshipRows(agg, None), changed=True)
+    return Step(RelationshipRows(agg, None), True, sample_lost(rows.aggregate, agg))
 
 
 def absorb_relationship(
@@ -189,15 +198,16 @@ def absorb_relationship(
     if rows.contribution == incoming:
         return Step(rows, changed=False)
     _same_chunk(rows.contribution, incoming)
-    base = release_relationship(rows).rows
-    agg = apply_relationship(base.aggregate, incoming, max_descriptions=max_descriptions)
-    return Step(RelationshipRows(agg, incoming), changed=True)
+    released = release_relationship(rows)
+    agg = apply_relationship(released.rows.aggregate, incoming, max_descriptions=max_descriptions)
+    return Step(RelationshipRows(agg, incoming), True, released.resample)
 
 
 def release_claims(rows: ClaimRows) -> Step[ClaimRows]:
     if rows.contribution is None:
         return Step(rows, changed=False)
-    return Step(ClaimRows(retract_claims(rows.aggregate, rows.contribution), None), changed=True)
+    agg = retract_claims(rows.aggregate, rows.contribution)
+    return Step(ClaimRows(agg, None), True, sample_lost(rows.aggregate, agg))
 
 
 def absorb_claims(
@@ -206,6 +216,6 @@ def absorb_claims(
     if rows.contribution == incoming:
         return Step(rows, changed=False)
     _same_chunk(rows.contribution, incoming)
-    base = release_claims(rows).rows
-    agg = apply_claims(base.aggregate, incoming, max_claims=max_claims)
-    return Step(ClaimRows(agg, incoming), changed=True)
+    released = release_claims(rows)
+    agg = apply_claims(released.rows.aggregate, incoming, max_claims=max_claims)
+    return Step(ClaimRows(agg, incoming), True, released.resample)

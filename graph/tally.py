@@ -19,7 +19,12 @@ per-value count it keeps is capped. Two structures, both pure and immutable:
   single-support values the kept ones are those of smallest rank. More than ``cap`` distinct
   names or types is rare, and only then can the kept set depend on arrival order.
 
-Removing a value decrements it if kept, else decrements ``overflow``.
+Removing a value decrements it if kept, else decrements ``overflow``. When that removes a
+kept value of a sample while ``overflow`` still counts values left out (``lost_sample_slot``),
+the sample alone cannot tell which value takes the freed place: the caller refolds it from
+the row's live evidence with ``sample_of``, which gives the tally an insert-only stream of
+that evidence would have built. With that refold a sample is a function of the live evidence
+under any sequence of adds and removes.
 
 ``DayWindow`` — mentions per day (date ordinals) for the ``cap`` most recent distinct days;
 mentions on older days are folded into ``older`` with the range of their days
@@ -29,17 +34,19 @@ Exactness. Totals are always exact: ``sum(counts) + overflow`` (and ``sum(days) 
 equals the number of live supports under any sequence of adds and removes. Below the caps
 every count is exact and ``remove(add(x)) == x``. At the caps some detail is lost, on
 purpose: an evicted value or day keeps only its count in ``overflow``/``older`` and does not
-come back when the newcomer that evicted it is removed, so after retractions at the cap a
-kept set is still a sample of live values but no longer always the smallest ranks (a freed
-slot goes to the next value that arrives); ``older_first`` is a lower bound (and
-``older_last`` an upper bound) of the folded days until ``older`` drops to zero. Insert-only
-streams keep the same window and the same ``sample_add`` tally whatever their order.
+come back when the newcomer that evicted it is removed. For samples the refold above puts it
+back; for ``tally_add`` tallies (names, types) a freed slot goes to the next value that
+arrives; ``older_first`` is a lower bound (and ``older_last`` an upper bound) of the folded
+days until ``older`` drops to zero. Insert-only streams keep the same window and the same
+``sample_add`` tally whatever their order.
 """
 
 from __future__ import annotations
 
 import hashlib
 from bisect import bisect_left
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import date
 
@@ -119,6 +126,21 @@ def sample_add(tally: Tally, value: str, *, cap: int) -> Tally:
         else:
             overflow += 1
     return Tally(tuple(sorted(counts.items())), overflow)
+
+
+def sample_of(values: Iterable[str], *, cap: int) -> Tally:
+    """The ``sample_add`` tally of ``values`` (one entry per supporting chunk), built at once:
+    the ``cap`` distinct values of smallest rank with their counts, the rest in ``overflow``."""
+    counts = Counter(values)
+    kept = sorted(counts, key=rank)[:cap]
+    overflow = sum(counts.values()) - sum(counts[v] for v in kept)
+    return Tally(tuple(sorted((v, counts[v]) for v in kept)), overflow)
+
+
+def lost_sample_slot(before: Tally, after: Tally) -> bool:
+    """True when a removal took a kept value out of a sample that left values out: the value
+    that now belongs in its place is known only to the row's evidence (see ``sample_of``)."""
+    return after.overflow > 0 and len(after.items) < len(before.items)
 
 
 def tally_remove(tally: Tally, value: str) -> Tally:

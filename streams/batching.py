@@ -54,6 +54,33 @@ class DurableTable(faust.Table):
             writes.append(future)
         return future
 
+    def prefix_items(self, prefix: str) -> Iterator[tuple[str, Any]]:
+        """The rows whose key starts with ``prefix`` in the current event's partition, in key
+        order, read by a RocksDB seek: the rows one key's items wrote under its own key
+        prefix (``graph.contributions.contribution_key``) all live in the partition those
+        items arrive on. faust offers no ranged read, so this opens the store's partition
+        database (``Store._db_for_partition``, checked by ``streams.internals``)."""
+        ref = _current_event.get()
+        event = ref() if ref is not None else None
+        if event is None:
+            raise RuntimeError("prefix_items needs the event whose partition it reads")
+        store: Any = self.data
+        db = store._db_for_partition(event.message.partition)
+        serializers = self.app.serializers
+        raw = serializers.dumps_key(self.key_type, prefix, serializer=self.key_serializer)
+        assert raw is not None
+        if self.key_serializer == "json":  # a JSON string's prefix is its text less the quote
+            raw = raw[:-1]
+        it = db.iter()
+        it.seek(raw)
+        while it.valid() and (key := it.key()).startswith(raw):
+            decoded = serializers.loads_key(self.key_type, key, serializer=self.key_serializer)
+            value = serializers.loads_value(
+                self.value_type, it.value(), serializer=self.value_serializer
+            )
+            yield str(decoded), value
+            it.next()
+
 
 async def finished_batches(stream: Any, size: int, within: float) -> AsyncIterator[list[Any]]:
     """``stream.take_events(size, within)``, except that a batch's events are acked only once

@@ -1,7 +1,8 @@
 """The private parts of faust, mode and aiokafka that ``streams`` touches, checked at start-up.
 
 The exactly-once guards (``streams.acks``, ``.flow``, ``.watchdog``, ``.batching``) reach into
-faust's consumer bookkeeping, mode's flow-controlled queues and aiokafka's group coordinator.
+faust's consumer bookkeeping, mode's flow-controlled queues and aiokafka's group coordinator;
+the mergers' ranged reads (``DurableTable.prefix_items``) open faust's RocksDB partition stores.
 Their versions are pinned in ``pyproject.toml``; if another version is installed anyway, the
 worker must stop at start-up saying which attribute is missing and what to install, not fail
 later in the middle of a rebalance. ``check_consumer`` runs on every consumer the app makes
@@ -37,7 +38,8 @@ def _missing(where: str, names: list[str]) -> InternalsError:
         f"{p} {version(p)}" for p in ("faust-streaming", "mode-streaming", "aiokafka")
     )
     return InternalsError(
-        f"{where} lacks {', '.join(names)}, which the worker's exactly-once guards use "
+        f"{where} lacks {', '.join(names)}, which the worker's exactly-once guards and "
+        "ranged reads use "
         f"(installed: {installed}); install the versions pyproject.toml pins "
         "(`pip install -e .` in a fresh virtualenv)"
     )
@@ -47,6 +49,7 @@ def check_modules() -> None:
     """Classes and module attributes, checked without a running app."""
     import faust.streams
     from aiokafka.consumer.group_coordinator import GroupCoordinator
+    from faust.stores.rocksdb import Store as RocksDBStore
     from faust.tables import TableManager
     from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
     from mode.utils.queues import FlowControlEvent, FlowControlQueue
@@ -57,6 +60,7 @@ def check_modules() -> None:
         ("aiokafka's GroupCoordinator", GroupCoordinator, "request_rejoin"),
         ("mode's FlowControlQueue", FlowControlQueue, "clear"),
         ("faust's TableManager", TableManager, "_update_channels"),
+        ("faust's RocksDB Store", RocksDBStore, "_db_for_partition"),
     ]
     for where, owner, name in checks:
         if not hasattr(owner, name):

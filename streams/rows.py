@@ -32,6 +32,16 @@ class RowCache:
                 self.rows[(table, key)] = self.tables.named(table).get(key)
         return self.rows[(table, key)]
 
+    def scan(self, event: Any, table: str, prefix: str) -> dict[str, Any]:
+        """Every present row of ``table`` whose key starts with ``prefix``, in ``event``'s
+        partition, as the batch sees it (its own writes over the stored rows)."""
+        with as_current(event):
+            rows = dict(self.tables.named(table).prefix_items(prefix))
+        for (name, key), value in self.rows.items():
+            if name == table and key.startswith(prefix):
+                rows[key] = value
+        return {key: value for key, value in rows.items() if value is not None}
+
     def put(self, event: Any, table: str, key: str, value: Any) -> None:
         self.rows[(table, key)] = value
         self.events[(table, key)] = event

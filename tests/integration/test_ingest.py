@@ -11,6 +11,7 @@ import pytest
 
 from core.publish import publish
 from core.settings import Settings
+from graph.graph_view import GraphView
 from tests.conftest import make_settings
 from tests.integration.helpers import WorkerProcess, fold_until, graph_summary, running_worker
 
@@ -158,3 +159,43 @@ async def test_a_correction_in_the_same_batch_as_its_original_leaves_no_orphan(
     units = [u for u in third.text_units.values() if u.document_id == "same-batch-1"]
     assert len(units) == 1 and "Dunmore" in units[0].text, units
     assert not {"brightwater freight", "corvane maritime"} & set(third.entities)
+
+
+async def test_corrections_that_remove_kept_descriptions_refill_the_sample_from_the_evidence(
+    settings: Settings, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    """An entity named by more chunks than ``max_descriptions`` keeps a sample of their
+    descriptions. Corrections that take kept descriptions away must refill the sample from
+    the chunks still live (as a fresh index of the same articles would), not leave the places
+    empty while left-out descriptions are still there."""
+    cap = settings.extraction.max_descriptions
+    n = cap + 2
+
+    def article(i: int, mentioned: bool = True) -> tuple[str, str, str, str]:
+        subject = "Zephyrine Holdings" if mentioned else "A shipping firm"
+        text = f"{subject} reported {1000 + i} new orders from buyers in Tallinn this week."
+        return (f"zeph-{i}", "2026-03-07", f"Orders {i}", text)
+
+    def numbers(view: GraphView) -> tuple[set[int], int]:
+        tally = view.entities["zephyrine holdings"].descriptions
+        found = {int(w) - 1000 for d in tally.values() for w in d.split() if w.isdigit()}
+        return found, tally.overflow
+
+    await publish(settings, _write(tmp_path, [article(i) for i in range(n)], "zeph.jsonl"))
+    first = await fold_until(
+        settings,
+        lambda v: (
+            "zephyrine holdings" in v.entities
+            and v.entities["zephyrine holdings"].mention_count == n
+        ),
+    )
+    kept, overflow = numbers(first)
+    assert len(kept) == cap and overflow == 2, (kept, overflow)
+    gone = sorted(kept)[:2]
+    await publish(settings, _write(tmp_path, [article(i, False) for i in gone], "zeph-fix.jsonl"))
+    second = await fold_until(
+        settings, lambda v: v.entities["zephyrine holdings"].mention_count == n - 2
+    )
+    kept_after, overflow_after = numbers(second)
+    assert kept_after == set(range(n)) - set(gone), worker.log_tail()
+    assert overflow_after == 0

@@ -6,6 +6,7 @@ the writes a kill -9 could have lost and redeliver the batch, as Kafka would.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,16 +19,23 @@ from streams.codecs import ItemRetraction
 from streams.rows import RowCache
 
 
+class PrefixDict(dict[str, Any]):
+    """A table of one partition: get/set/pop, and the ranged read the merger's refold uses."""
+
+    def prefix_items(self, prefix: str) -> Iterator[tuple[str, Any]]:
+        return iter(sorted((k, v) for k, v in self.items() if k.startswith(prefix)))
+
+
 class DictTopo:
-    """Just what RowCache needs: ``named(name)`` tables with get/set/pop."""
+    """Just what RowCache needs: ``named(name)`` tables with get/set/pop/prefix_items."""
 
     def __init__(self) -> None:
-        self.tables: dict[str, dict[str, Any]] = {}
+        self.tables: dict[str, PrefixDict] = {}
 
-    def named(self, name: str) -> dict[str, Any]:
-        return self.tables.setdefault(name, {})
+    def named(self, name: str) -> PrefixDict:
+        return self.tables.setdefault(name, PrefixDict())
 
-    def table(self, name: str) -> dict[str, Any]:
+    def table(self, name: str) -> PrefixDict:
         return self.named(name)
 
 
@@ -59,11 +67,16 @@ def _items(n: int) -> list[tuple[str, Any]]:
     return out
 
 
-def _run(topo: DictTopo, items: list[tuple[str, Any]], lose: frozenset[str] = frozenset()) -> None:
+def _run(
+    topo: DictTopo,
+    items: list[tuple[str, Any]],
+    lose: frozenset[str] = frozenset(),
+    max_descriptions: int = 12,
+) -> None:
     """One batch; rows of the tables in ``lose`` are never written (the crash)."""
     caches = {kind: RowCache(topo, FLUSH_RANK) for kind in ("entity", "relationship")}  # type: ignore[arg-type]
     for kind, item in items:
-        _merge_one(caches[kind], _event(), KINDS[kind], item, 12)
+        _merge_one(caches[kind], _event(), KINDS[kind], item, max_descriptions)
     for cache in caches.values():
         for table_key in [tk for tk in cache.events if tk[0] in lose]:
             del cache.events[table_key]
@@ -153,3 +166,46 @@ def test_versions_survive_deletion_so_a_late_retraction_cannot_hit_a_recreated_k
     _run(topo, _retractions([0]))  # a redelivery of the old retraction
     assert _counts(topo) == (1, 1, 1)
     assert from_dict(EntityAggregate, topo.table("entities")["acme"]).version == 3
+
+
+def _acme(topo: DictTopo) -> EntityAggregate:
+    return from_dict(EntityAggregate, topo.table("entities")["acme"])
+
+
+def _kept_chunks(topo: DictTopo) -> list[int]:
+    """The chunks whose description of Acme the sample keeps ("Acme fact <i>.")."""
+    return [int(d.split()[-1].rstrip(".")) for d in _acme(topo).descriptions.values()]
+
+
+def test_retracting_kept_descriptions_of_a_full_sample_equals_never_seeing_them() -> None:
+    """Eight chunks, three descriptions kept: retracting two kept ones refolds the sample
+    from the live contribution rows, as if those chunks had never been merged."""
+    topo = DictTopo()
+    _run(topo, _items(8), max_descriptions=3)
+    gone = _kept_chunks(topo)[:2]
+    _run(topo, _retractions(gone), max_descriptions=3)
+    fresh = DictTopo()
+    _run(
+        fresh,
+        [item for item in _items(8) if int(item[1].chunk_id[6:]) not in gone],
+        max_descriptions=3,
+    )
+    assert _acme(topo) == _acme(fresh)
+    assert len(_acme(topo).descriptions.items) == 3 and _acme(topo).descriptions.overflow == 3
+
+
+def test_a_refold_in_the_same_batch_sees_the_batch_s_own_rows() -> None:
+    """Additions and the retraction of a kept description in one batch: the rows of the
+    batch are not in the table yet, and the refold must count them."""
+    probe = DictTopo()
+    _run(probe, _items(8), max_descriptions=3)
+    gone = _kept_chunks(probe)[:1]
+    topo = DictTopo()
+    _run(topo, _items(8) + _retractions(gone), max_descriptions=3)
+    fresh = DictTopo()
+    _run(
+        fresh,
+        [item for item in _items(8) if int(item[1].chunk_id[6:]) not in gone],
+        max_descriptions=3,
+    )
+    assert _acme(topo) == _acme(fresh)
