@@ -119,6 +119,41 @@ class TestVersions:
         assert {e.id: e.degree for e in loaded.entities} == {"e1": 2, "e2": 1, "e3": 1}
         assert {r.id: r.combined_degree for r in loaded.relationships} == {"r1-2": 3, "r1-3": 3}
 
+    def test_rows_read_slice_by_slice_equal_those_written(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Rows become objects a slice at a time; slices that end inside the table, derived
+        columns included, must give the rows back whole and in order."""
+        monkeypatch.setattr("core.graph_tables.ROWS_PER_SLICE", 4)
+        store = GraphTables(tmp_path)
+        edges = tuple((a, b) for a in range(1, 6) for b in range(a + 1, 8))
+        written = graph(1, {i: f"said {i}" for i in range(1, 11)}, edges)
+        store.write(written)
+        loaded = store.load()
+        assert by_id(loaded.entities) == {
+            e.id: replace(
+                e, degree=sum(e.id in (r.source_id, r.target_id) for r in written.relationships)
+            )
+            for e in written.entities
+        }
+        assert [r.id for r in loaded.relationships] == sorted(r.id for r in written.relationships)
+        assert len(loaded.relationships) == len(edges) > 4
+
+    def test_every_kgrag_process_reads_arrow_through_the_c_allocator(self) -> None:
+        """Set before pyarrow first loads (``kgrag/__init__``); a user's own choice wins."""
+        probe = "import kgrag, pyarrow; print(pyarrow.default_memory_pool().backend_name)"
+        env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+        run = [sys.executable, "-c", probe]
+        assert (
+            subprocess.run(run, env=env, capture_output=True, text=True, check=True).stdout.strip()
+            == "system"
+        )
+        env["ARROW_DEFAULT_MEMORY_POOL"] = "mimalloc"
+        assert (
+            subprocess.run(run, env=env, capture_output=True, text=True, check=True).stdout.strip()
+            == "mimalloc"
+        )
+
     def test_as_of_a_time_and_beyond_retention(self, tmp_path: Path) -> None:
         store = GraphTables(tmp_path, keep=2)
         for v in range(1, 5):
