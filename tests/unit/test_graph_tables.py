@@ -140,8 +140,8 @@ class TestVersions:
         assert len(loaded.relationships) == len(edges) > 4
 
     def test_every_kgrag_process_reads_arrow_through_the_c_allocator(self) -> None:
-        """Set before pyarrow first loads (``kgrag/__init__``); a user's own choice wins."""
-        probe = "import kgrag, pyarrow; print(pyarrow.default_memory_pool().backend_name)"
+        """Set before pyarrow first loads (``core/__init__``); a user's own choice wins."""
+        probe = "import kgrag.cli, pyarrow; print(pyarrow.default_memory_pool().backend_name)"
         env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
         run = [sys.executable, "-c", probe]
         assert (
