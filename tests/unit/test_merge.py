@@ -637,35 +637,34 @@ class TestRetractionsBeyondTheCap:
             values = [d for c in live for d in c.descriptions]
             assert got.descriptions == sample_of(values, cap=4)
 
+    @staticmethod
+    def _shuffled_against_fresh(
+        contribs: list[Any], item: str, rnd: random.Random, **caps: int
+    ) -> None:
+        """Adds in random order, then retractions of a random subset in random order, give
+        the rows of a merger that only ever saw the rest."""
+        gone = [c for c in contribs if rnd.random() < 0.4]
+        m, fresh = MiniMerger(**caps), MiniMerger(**caps)
+        for c in rnd.sample(contribs, len(contribs)):
+            getattr(m, item)(c)
+        for c in rnd.sample(gone, len(gone)):
+            getattr(m, item)(c, retract=True)
+        for c in contribs:
+            if c not in gone:
+                getattr(fresh, item)(c)
+        assert m.graph() == fresh.graph()
+
     @settings(max_examples=40, deadline=None)
     @given(picks, st.randoms(use_true_random=False))
     def test_relationship_descriptions(self, picks: list[int], rnd: random.Random) -> None:
         contribs = [rc(i, descriptions=(f"d{p}",)) for i, p in enumerate(picks)]
-        gone = [c for c in contribs if rnd.random() < 0.4]
-        m, fresh = MiniMerger(max_descriptions=3), MiniMerger(max_descriptions=3)
-        for c in rnd.sample(contribs, len(contribs)):
-            m.relationship_item(c)
-        for c in rnd.sample(gone, len(gone)):
-            m.relationship_item(c, retract=True)
-        for c in contribs:
-            if c not in gone:
-                fresh.relationship_item(c)
-        assert m.graph() == fresh.graph()
+        self._shuffled_against_fresh(contribs, "relationship_item", rnd, max_descriptions=3)
 
     @settings(max_examples=40, deadline=None)
     @given(picks, st.randoms(use_true_random=False))
     def test_claims(self, picks: list[int], rnd: random.Random) -> None:
         contribs = [cc(i, f"claim {p}", f"claim {(p * 7) % 12}") for i, p in enumerate(picks)]
-        gone = [c for c in contribs if rnd.random() < 0.4]
-        m, fresh = MiniMerger(max_claims=3), MiniMerger(max_claims=3)
-        for c in rnd.sample(contribs, len(contribs)):
-            m.claim_item(c)
-        for c in rnd.sample(gone, len(gone)):
-            m.claim_item(c, retract=True)
-        for c in contribs:
-            if c not in gone:
-                fresh.claim_item(c)
-        assert m.graph() == fresh.graph()
+        self._shuffled_against_fresh(contribs, "claim_item", rnd, max_claims=3)
 
     def test_a_re_extraction_that_drops_a_kept_description_refolds_too(self) -> None:
         contribs = [ec(i, descriptions=(f"description {i}",)) for i in range(10)]

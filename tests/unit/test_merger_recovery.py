@@ -177,6 +177,14 @@ def _kept_chunks(topo: DictTopo) -> list[int]:
     return [int(d.split()[-1].rstrip(".")) for d in _acme(topo).descriptions.values()]
 
 
+def _fresh_without(gone: list[int]) -> DictTopo:
+    """Rows of a merger that only ever saw the eight chunks other than ``gone``."""
+    fresh = DictTopo()
+    kept = [item for item in _items(8) if int(item[1].chunk_id[6:]) not in gone]
+    _run(fresh, kept, max_descriptions=3)
+    return fresh
+
+
 def test_retracting_kept_descriptions_of_a_full_sample_equals_never_seeing_them() -> None:
     """Eight chunks, three descriptions kept: retracting two kept ones refolds the sample
     from the live contribution rows, as if those chunks had never been merged."""
@@ -184,13 +192,7 @@ def test_retracting_kept_descriptions_of_a_full_sample_equals_never_seeing_them(
     _run(topo, _items(8), max_descriptions=3)
     gone = _kept_chunks(topo)[:2]
     _run(topo, _retractions(gone), max_descriptions=3)
-    fresh = DictTopo()
-    _run(
-        fresh,
-        [item for item in _items(8) if int(item[1].chunk_id[6:]) not in gone],
-        max_descriptions=3,
-    )
-    assert _acme(topo) == _acme(fresh)
+    assert _acme(topo) == _acme(_fresh_without(gone))
     assert len(_acme(topo).descriptions.items) == 3 and _acme(topo).descriptions.overflow == 3
 
 
@@ -202,10 +204,4 @@ def test_a_refold_in_the_same_batch_sees_the_batch_s_own_rows() -> None:
     gone = _kept_chunks(probe)[:1]
     topo = DictTopo()
     _run(topo, _items(8) + _retractions(gone), max_descriptions=3)
-    fresh = DictTopo()
-    _run(
-        fresh,
-        [item for item in _items(8) if int(item[1].chunk_id[6:]) not in gone],
-        max_descriptions=3,
-    )
-    assert _acme(topo) == _acme(fresh)
+    assert _acme(topo) == _acme(_fresh_without(gone))
