@@ -35,6 +35,15 @@ def edge_term(a: str, b: str, weight: float) -> int:
     return ((mixed * DIGEST_C2) & _MASK) ^ (hash(weight) & _MASK)
 
 
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What changed in the clustering graph between two runs."""
+
+    dirty: set[str]  # nodes whose edges changed
+    cut: set[str]  # of those, the ones that lost an edge
+    deltas: dict[Pair, float]  # pair -> its weight now minus then (0 when absent)
+
+
 @dataclass
 class ClusterInput:
     """The clustering graph of a view: relationships between two known, distinct entities,
@@ -56,6 +65,13 @@ class ClusterInput:
     strengths: dict[str, float] = field(default_factory=dict)
     # the entities of the view when their relationships were last counted
     known: set[str] = field(default_factory=set)
+    # nodes whose edges changed since the last ``take_changes`` (None: not known, e.g. a
+    # fresh build), and of those the ones that lost an edge (a community holding one may
+    # have come apart)
+    dirty: set[str] | None = None
+    cut: set[str] = field(default_factory=set)
+    # pair -> its weight now minus its weight then, for the pairs that changed since
+    deltas: dict[Pair, float] = field(default_factory=dict)
     _graph: WeightedGraph | None = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -112,6 +128,15 @@ class ClusterInput:
             self._set_pair(pair, changed_nodes)
         for node in changed_nodes:
             self._settle(node)
+        if self.dirty is not None:
+            self.dirty.update(changed_nodes)
+
+    def take_changes(self) -> Changes | None:
+        """What changed since the last call; None when not known (the next call knows: the
+        baseline starts now)."""
+        dirty, cut, deltas = self.dirty, self.cut, self.deltas
+        self.dirty, self.cut, self.deltas = set(), set(), {}
+        return None if dirty is None else Changes(dirty, cut, deltas)
 
     def _index_ends(self, rel: RelationshipAggregate | None, key: str) -> None:
         for end in (rel.source_key, rel.target_key) if rel is not None else ():
@@ -129,6 +154,8 @@ class ClusterInput:
             self.weights.pop(pair, None)
         else:
             self.weights[pair] = after
+        if before != after:
+            self.deltas[pair] = self.deltas.get(pair, 0.0) + (after or 0.0) - (before or 0.0)
         for node, other in ((a, b), (b, a)):
             row = self.adjacency.setdefault(node, {})
             changed.add(node)
@@ -138,6 +165,8 @@ class ClusterInput:
             if before is not None:
                 digest -= edge_term(a, b, before)
                 del row[other]
+                if after is None:
+                    self.cut.add(node)
             if after is not None:
                 digest += edge_term(a, b, after)
                 row[other] = after
@@ -160,6 +189,10 @@ class ClusterInput:
 
     def __getstate__(self) -> dict[str, object]:
         return {**vars(self), "_graph": None}  # a cache, rebuilt on first use
+
+    def __setstate__(self, data: dict[str, object]) -> None:
+        # a checkpoint from before changes were kept: not known until the next run
+        vars(self).update({"dirty": None, "cut": set(), "deltas": {}, **data})
 
     def graph(self) -> tuple[WeightedGraph, list[int], list[float]]:
         """The canonical graph with each node's digest and weighted degree, in node order."""

@@ -33,6 +33,7 @@ from graph.graph_view import GraphView, Touched
 from graph.job_state import JobState
 from graph.leiden import Hierarchy, hierarchical_leiden, scratch_modularity
 from graph.leiden_graph import WeightedGraph, build_graph
+from graph.leiden_local import maintain
 from graph.lineage import LineageEvent, classify
 from graph.model import Community
 from graph.report_context import ReportClaim, ReportEntity, ReportGraph, ReportRelationship
@@ -97,6 +98,10 @@ def cluster(
 ) -> tuple[Hierarchy, tuple[Community, ...], HumanIds, DriftCheck | None]:
     """The graph re-clustered around what changed (the frontier), with stable ids.
 
+    When the kept clustering input knows what changed since the last hierarchy, only that
+    region is visited (``graph.leiden_local``); otherwise (the first run, a checkpoint from
+    before changes were kept, a rebuilt input) the whole graph is re-clustered, still
+    warm-started with only the frontier free (``graph.leiden``).
     Every ``drift_check_every``-th run also clusters the graph afresh (level 0 only) and
     compares modularity: when the maintained hierarchy has fallen more than ``rebalance_gap``
     behind, the run re-clusters with every node free (warm-started from where they are), and
@@ -104,9 +109,11 @@ def cluster(
     ``touched``: what changed since the last run (every key the view folded since, at least),
     to bring the kept clustering graph up to date; None rebuilds it from the whole view.
     """
-    graph, digests, strengths = clustering_input(view, state, touched).graph()
+    kept = clustering_input(view, state, touched)
+    changes = kept.take_changes()
 
     def run(rebalance: bool) -> Hierarchy:
+        graph, digests, strengths = kept.graph()
         return hierarchical_leiden(
             graph,
             max_cluster_size=params.max_cluster_size,
@@ -117,11 +124,21 @@ def cluster(
             node_stats=(digests, strengths),
         )
 
-    hierarchy = run(False)
+    maintained = None
+    if state.hierarchy is not None and changes is not None:
+        maintained = maintain(
+            kept,
+            state.hierarchy,
+            changes,
+            max_cluster_size=params.max_cluster_size,
+            seed=params.seed,
+            frontier_tolerance=params.frontier_tolerance,
+        )
+    hierarchy = run(False) if maintained is None else maintained.hierarchy
     drift = None
     every = params.drift_check_every
     if state.hierarchy is not None and every and (state.version + 1) % every == 0:
-        scratch = scratch_modularity(graph, seed=params.seed)
+        scratch = scratch_modularity(kept.graph()[0], seed=params.seed)
         gap = (scratch - hierarchy.modularity) / scratch if scratch > 0 else 0.0
         drift = DriftCheck(hierarchy.modularity, scratch, gap, gap > params.rebalance_gap)
         if drift.rebalanced:

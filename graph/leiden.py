@@ -1,4 +1,8 @@
-"""Hierarchical Leiden: the whole graph re-clustered each run, warm-started from the last run.
+"""Hierarchical Leiden: the whole graph clustered, warm-started from the last run.
+
+Used for the first run, a re-balance and whenever the changes since the last hierarchy are
+not known; between those, ``graph.leiden_local`` maintains the hierarchy where the graph
+changed, with the same frontier rule and this module's recursion.
 
 Hierarchy. Level 0 partitions the whole graph; every community larger than ``max_cluster_size``
 is re-partitioned inside itself (Leiden on its induced subgraph), down until every leaf fits. A
@@ -74,6 +78,13 @@ class Hierarchy:
     modularity: float
     digests: Mapping[str, int]
     strengths: Mapping[str, float] = field(default_factory=dict)
+    # level-0 label -> (weight inside it, sum of its members' weighted degrees), kept by
+    # ``graph.leiden_local`` to update ``modularity`` without a pass over every edge
+    volumes: Mapping[int, tuple[float, float]] | None = None
+
+    def level_zero_volumes(self) -> Mapping[int, tuple[float, float]] | None:
+        """``volumes``, also for a hierarchy unpickled from before the field existed."""
+        return getattr(self, "volumes", None)
 
     def placed_strengths(self) -> Mapping[str, float]:
         """``strengths``, also for a hierarchy unpickled from a checkpoint written before the
@@ -162,6 +173,8 @@ class Hierarchy:
 class _Node:
     members: list[int]  # global node indexes, sorted
     children: list[_Node]
+    # (level, label) of the previous community with exactly these members, when copied
+    reused: tuple[int, int] | None = None
 
 
 def hierarchical_leiden(
@@ -438,12 +451,16 @@ def _copy_subtree(prev: PreviousRun, level: int, label: int, members: list[int])
     label one level down (children partition their parent), so every bucket stays sorted."""
     kids = prev.children.get((level, label), [])
     if not kids:
-        return _Node(members, [])
+        return _Node(members, [], (level, label))
     below = prev.labels[level + 1]
     buckets: dict[int | None, list[int]] = {kid: [] for kid in kids}
     for v in members:
         buckets[below[v]].append(v)
-    return _Node(members, [_copy_subtree(prev, level + 1, kid, buckets[kid]) for kid in kids])
+    return _Node(
+        members,
+        [_copy_subtree(prev, level + 1, kid, buckets[kid]) for kid in kids],
+        (level, label),
+    )
 
 
 def _flatten(

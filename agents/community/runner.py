@@ -609,13 +609,13 @@ class Runner:
         regenerated: set[str],
     ) -> None:
         """Embed regenerated reports; delete the vectors of dissolved communities' reports."""
-        from core.clients import build_embedder
-        from core.vector_store import VectorStoreError, WeaviateStore
-
         fresh = [r for r in reports if r.id in regenerated]
         gone = [cid for cid in previous if cid not in current]
         if not self.write_vectors or (not fresh and not gone):
             return
+        from core.clients import build_embedder  # the clients' imports take a second
+        from core.vector_store import VectorStoreError, WeaviateStore
+
         embedder = build_embedder(self.settings)
         vectors = await embedder.embed([f"{r.title}\n{r.summary}" for r in fresh])
         try:

@@ -1,0 +1,200 @@
+"""Maintaining the hierarchy where the graph changed (``graph.leiden_local``): after any
+sequence of changes the maintained hierarchy is a valid one of the graph as it is now, its
+modularity is the one a count over every edge gives, what the changes did not reach is kept
+as it was (the same member sets), and the clustering input says what changed."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import pytest
+
+from graph.cluster_input import Changes, ClusterInput
+from graph.graph_changes import GraphChange
+from graph.leiden import Hierarchy, hierarchical_leiden
+from graph.leiden_local import maintain
+from tests.unit.test_cluster_input import random_step, refresh
+from tests.unit.test_community_run import World, base_world
+
+MAX_SIZE = 4
+SEED = 7
+
+
+def full(kept: ClusterInput, previous: Hierarchy | None = None) -> Hierarchy:
+    graph, digests, strengths = kept.graph()
+    return hierarchical_leiden(
+        graph,
+        max_cluster_size=MAX_SIZE,
+        seed=SEED,
+        previous=previous,
+        node_stats=(digests, strengths),
+    )
+
+
+def maintained(kept: ClusterInput, prev: Hierarchy, changes: Changes) -> Hierarchy:
+    out = maintain(
+        kept, prev, changes, max_cluster_size=MAX_SIZE, seed=SEED, frontier_tolerance=0.0
+    )
+    assert out is not None
+    return out.hierarchy
+
+
+def modularity(kept: ClusterInput, h: Hierarchy) -> float:
+    """Level-0 weighted modularity counted over every edge."""
+    label = {k: lab for lab, members in h.levels[0].items() for k in members}
+    total = sum(kept.strengths.values())
+    if total == 0:
+        return 0.0
+    inside: dict[int, float] = {}
+    degree: dict[int, float] = {}
+    for (a, b), w in kept.weights.items():
+        if label[a] == label[b]:
+            inside[label[a]] = inside.get(label[a], 0.0) + w
+    for v, s in kept.strengths.items():
+        degree[label[v]] = degree.get(label[v], 0.0) + s
+    return 2 * sum(inside.values()) / total - sum((d / total) ** 2 for d in degree.values())
+
+
+def assert_valid(kept: ClusterInput, h: Hierarchy) -> None:
+    """Level 0 partitions the graph's nodes into connected communities; every deeper level
+    partitions its parents' members; leaves fit; digests cover exactly the graph."""
+    level0 = list(h.levels[0].values())
+    assert sorted(k for m in level0 for k in m) == sorted(kept.adjacency)
+    for members in level0:
+        seen, stack = {min(members)}, [min(members)]
+        while stack:
+            for u in kept.adjacency[stack.pop()]:
+                if u in members and u not in seen:
+                    seen.add(u)
+                    stack.append(u)
+        assert seen == members, f"community {sorted(members)} is in pieces"
+    for level in range(1, len(h.levels)):
+        below: dict[int, set[str]] = {}
+        for label, parent in h.parents[level].items():
+            assert not below.get(parent, set()) & h.levels[level][label]
+            below.setdefault(parent, set()).update(h.levels[level][label])
+        assert set(h.parents[level]) == set(h.levels[level])
+        for parent, members in below.items():
+            assert members == h.levels[level - 1][parent]
+    for members in h.leaves():
+        assert len(members) <= MAX_SIZE or len(members) == 1
+    assert set(h.digests) == set(kept.adjacency)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_after_every_change_the_maintained_hierarchy_is_valid_and_its_modularity_exact(
+    seed: int,
+) -> None:
+    rng = random.Random(seed)
+    world = World()
+    names = [f"Firm {i}" for i in range(14)]
+    for step in range(20):  # a graph to start from
+        random_step(world, rng, names, step)
+    kept = ClusterInput.build(world.view)
+    world.view.take_touched()
+    assert kept.take_changes() is None  # a fresh build: what changed is not known
+    h = full(kept)
+    for step in range(20, 60):
+        random_step(world, rng, names, step)
+        refresh(kept, world.view)
+        changes = kept.take_changes()
+        assert changes is not None
+        h = maintained(kept, h, changes)
+        assert_valid(kept, h)
+        assert h.modularity == pytest.approx(modularity(kept, h), abs=1e-9), f"step {step}"
+
+
+def test_what_the_changes_did_not_reach_keeps_its_member_sets_and_labels() -> None:
+    world = base_world()
+    kept = ClusterInput.build(world.view)
+    world.view.take_touched()
+    kept.take_changes()
+    h = full(kept)
+    world.say("doc-new", [("Lyra 0", "Lyra 0 again.")], [("Lyra 0", "Lyra 1", "met again")])
+    refresh(kept, world.view)
+    changes = kept.take_changes()
+    assert changes is not None and changes.dirty
+    after = maintained(kept, h, changes)
+    assert_valid(kept, after)
+    reached = {lab for lab, m in h.levels[0].items() if not m.isdisjoint(changes.dirty)}
+    assert reached and len(reached) < len(h.levels[0])
+    for label, members in h.levels[0].items():
+        if label not in reached:
+            assert after.levels[0][label] is members  # the same object: matched by a lookup
+
+
+def test_no_change_is_a_fixed_point_and_the_same_input_the_same_output() -> None:
+    world = base_world()
+    kept = ClusterInput.build(world.view)
+    world.view.take_touched()
+    kept.take_changes()
+    h = full(kept)
+    same = maintained(kept, h, Changes(set(), set(), {}))
+    assert same.levels == h.levels and same.parents == h.parents
+    assert same.modularity == pytest.approx(modularity(kept, h), abs=1e-9)
+    world.say("doc-x", [("Vega B 0", "x.")], [("Vega B 0", "Orion A 1", "a new tie")])
+    refresh(kept, world.view)
+    changes = kept.take_changes()
+    assert changes is not None
+    a = maintained(kept, h, changes)
+    b = maintained(kept, h, changes)
+    assert a.levels == b.levels and a.parents == b.parents
+
+
+def test_the_clustering_input_names_what_changed_and_what_lost_an_edge() -> None:
+    world = base_world()
+    kept = ClusterInput.build(world.view)
+    world.view.take_touched()
+    kept.take_changes()
+    rel = sorted(world.view.relationships)[0]
+    a, b = sorted(
+        (world.view.relationships[rel].source_key, world.view.relationships[rel].target_key)
+    )
+    weight = kept.weights[(a, b)]
+    world.view.apply(GraphChange("chunk-gone", "doc-x", True, deleted_relationships=(rel,)))
+    refresh(kept, world.view)
+    changes = kept.take_changes()
+    assert changes is not None
+    assert {a, b} <= changes.dirty
+    after = kept.weights.get((a, b), 0.0)
+    assert changes.deltas[(a, b)] == pytest.approx(after - weight)
+    if after == 0.0:
+        assert {a, b} <= changes.cut
+    assert kept.take_changes() == Changes(set(), set(), {})  # taken: the baseline is now
+
+
+def test_a_checkpoint_from_before_changes_were_kept_says_they_are_not_known() -> None:
+    world = base_world()
+    kept = ClusterInput.build(world.view)
+    kept.take_changes()
+    state = kept.__getstate__()
+    for name in ("dirty", "cut", "deltas"):
+        state.pop(name)
+    old = ClusterInput.__new__(ClusterInput)
+    old.__setstate__(state)
+    assert old.take_changes() is None  # the next run clusters the whole graph
+    assert old.take_changes() == Changes(set(), set(), {})
+    assert pickle.loads(pickle.dumps(kept)).take_changes() == Changes(set(), set(), {})
+
+
+def test_a_previous_hierarchy_that_does_not_cover_the_graph_is_refused() -> None:
+    world = base_world()
+    kept = ClusterInput.build(world.view)
+    world.view.take_touched()
+    kept.take_changes()
+    h = full(kept)
+    world.say("doc-y", [("Nova 1", "n."), ("Nova 2", "m.")], [("Nova 1", "Nova 2", "a pair")])
+    refresh(kept, world.view)
+    kept.take_changes()  # the changes are lost: the hierarchy cannot be brought up to date
+    assert (
+        maintain(
+            kept,
+            h,
+            Changes(set(), set(), {}),
+            max_cluster_size=MAX_SIZE,
+            seed=SEED,
+            frontier_tolerance=0.0,
+        )
+        is None
+    )
