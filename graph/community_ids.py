@@ -134,9 +134,12 @@ def assign_community_ids(
         raise ValueError(f"threshold must be in (0, 1], got {threshold}")
     ids: list[dict[int, str]] = []
     fresh: list[tuple[int, int]] = []  # (level, label) needing a new id, in allocation order
+    previous_by_level: dict[int, list[Community]] = {}
+    for c in previous:
+        previous_by_level.setdefault(c.level, []).append(c)
     for level, communities in enumerate(hierarchy.levels):
         parent_ids = {lab: ids[level - 1][p] for lab, p in hierarchy.parents[level].items()}
-        old = [c for c in previous if c.level == level]
+        old = previous_by_level.get(level, [])
         level_ids = match_level(communities, parent_ids, old, threshold)
         for label in sorted(communities):
             if label not in level_ids:

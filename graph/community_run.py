@@ -134,7 +134,7 @@ def cluster(
             seed=params.seed,
             frontier_tolerance=params.frontier_tolerance,
         )
-    hierarchy = run(False) if maintained is None else maintained.hierarchy
+    hierarchy = run(False) if maintained is None else maintained
     drift = None
     every = params.drift_check_every
     if state.hierarchy is not None and every and (state.version + 1) % every == 0:
@@ -344,7 +344,7 @@ def assign_record_ids(view: GraphView, ids: HumanIds) -> HumanIds:
 
     def new(kind: str, keys: Iterable[str]) -> list[str]:
         known = ids.assigned.get(kind, {})
-        return sorted(k for k in keys if k not in known)  # sort the new keys, not all of them
+        return sorted(set(keys).difference(known))  # sort the new keys, not all of them
 
     ids = ids.assign("entity", new("entity", view.entities))
     ids = ids.assign("relationship", new("relationship", view.relationships))

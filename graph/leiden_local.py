@@ -47,15 +47,6 @@ from graph.leiden_graph import gc_paused
 from graph.leiden_partition import PreviousRun, RunInputs
 
 
-@dataclass(frozen=True, slots=True)
-class Maintained:
-    """A maintained hierarchy and what the run visited."""
-
-    hierarchy: Hierarchy
-    frontier: tuple[str, ...]  # nodes free to move at level 0
-    resplit: int  # level-0 communities split again below
-
-
 def maintain(
     ci: ClusterInput,
     prev: Hierarchy,
@@ -64,7 +55,7 @@ def maintain(
     max_cluster_size: int,
     seed: int,
     frontier_tolerance: float,
-) -> Maintained | None:
+) -> Hierarchy | None:
     """``prev`` brought up to date for ``changes`` (what changed in ``ci`` since ``prev`` was
     made); None when the state does not add up, and the whole graph must be re-clustered."""
     if not prev.levels or not prev.placed_strengths():
@@ -80,7 +71,7 @@ def _maintain(
     max_size: int,
     seed: int,
     tolerance: float,
-) -> Maintained | None:
+) -> Hierarchy | None:
     adjacency, strengths = ci.adjacency, ci.strengths
     digests = dict(prev.digests)
     placed = dict(prev.placed_strengths())
@@ -112,62 +103,57 @@ def _maintain(
     for label, members in prev.levels[0].items():
         label0.update(dict.fromkeys(members, label))
     total = sum(strengths.values())
-    moved_to = _level_zero_moves(adjacency, strengths, label0, prev, frontier, total, seed)
+    moved_to = _local_moves(frontier, adjacency, strengths, label0, prev.levels[0], total, seed)
     groups, changed = _new_level_zero(prev, label0, frontier, gone, moved_to)
     for label in sorted({label0[v] for v in changes.cut if v in label0}):
         if label not in changed:
             changed[label] = prev.levels[0][label]
-    children = _children_index(prev)
-    free = set(frontier)
+    env = _Env(prev, _children_index(prev), label0, set(frontier), max_size, seed)
     trees: list[_Tree] = []
     for members in [*changed.values(), *groups]:
-        trees.extend(
-            _trees(adjacency, strengths, prev, children, label0, members, free, max_size, seed)
-        )
+        trees.extend(_trees(adjacency, strengths, env, members))
     trees.sort(key=lambda t: (-len(t.keys), t.keys[0]))
     volumes = _kept_volumes(ci, prev, label0, set(changed), changes.deltas)
-    hierarchy = _assemble(prev, children, set(changed), trees, digests, placed, volumes, total)
-    return Maintained(hierarchy, tuple(frontier), sum(1 for t in trees if t.node.children))
+    return _assemble(prev, env.children, set(changed), trees, digests, placed, volumes, total)
 
 
-def _level_zero_moves(
-    adjacency: Mapping[str, Mapping[str, float]],
-    strengths: Mapping[str, float],
-    label0: Mapping[str, int],
-    prev: Hierarchy,
-    frontier: Sequence[str],
+def _local_moves(
+    free: Sequence[str],
+    neighbours: Mapping[str, Mapping[str, float]],
+    sizes: Mapping[str, float],
+    group_of: Mapping[str, int],
+    groups: Mapping[int, frozenset[str]],
     total: float,
     seed: int,
 ) -> dict[str, int | tuple[int]]:
-    """Where each frontier node goes at level 0: a previous level-0 label, or ``(n,)`` for
-    the n-th new community (frontier nodes only)."""
-    if not frontier or total <= 0:
+    """Where each free node goes: a previous group's label, or ``(n,)`` for the n-th new
+    group (free nodes only). Every other node of the scope stays in its previous group
+    (``group_of``), each group contracted into one fixed node of its fixed members' total
+    size; ``neighbours`` of the free nodes and ``sizes`` (weighted degrees) are those of the
+    scope, and ``total`` their sum over the whole scope."""
+    if not free or total <= 0:
         return {}
-    index = {v: i for i, v in enumerate(frontier)}
-    f = len(frontier)
-    # previous communities at the frontier, each contracted into one fixed node
+    index = {v: i for i, v in enumerate(free)}
+    f = len(free)
     touched: set[int] = set()
-    for v in frontier:
-        if (lab := label0.get(v)) is not None:
+    for v in free:
+        if (lab := group_of.get(v)) is not None:
             touched.add(lab)
-        for u in adjacency[v]:
+        for u in neighbours[v]:
             if u not in index:
-                touched.add(label0[u])
+                touched.add(group_of[u])
     supers = sorted(touched)
     at = {lab: f + i for i, lab in enumerate(supers)}
-    sizes = [strengths[v] for v in frontier]
-    for lab in supers:
-        members = prev.levels[0][lab]
-        sizes.append(
-            sum(strengths.get(u, 0.0) for u in members if u not in index)  # fixed part
-        )
+    node_sizes = [sizes[v] for v in free]
+    for lab in supers:  # the fixed part of each group
+        node_sizes.append(sum(sizes.get(u, 0.0) for u in groups[lab] if u not in index))
     weights: dict[tuple[int, int], float] = {}
-    for v in frontier:
+    for v in free:
         i = index[v]
-        for u, w in adjacency[v].items():
+        for u, w in neighbours[v].items():
             j = index.get(u)
             if j is None:
-                pair = (i, at[label0[u]])
+                pair = (i, at[group_of[u]])
             elif i < j:
                 pair = (i, j)
             else:
@@ -176,26 +162,22 @@ def _level_zero_moves(
     edges = sorted(weights)
     # start: where each node was; a new node where most of its weight goes, else alone
     start = [0] * (f + len(supers))  # a node alone starts as its own index
-    for i, v in enumerate(frontier):
-        lab = label0.get(v)
+    for i, v in enumerate(free):
+        lab = group_of.get(v)
         if lab is None:
             votes: dict[int, float] = {}
-            for u, w in adjacency[v].items():
-                if (other := label0.get(u)) is not None:
+            for u, w in neighbours[v].items():
+                if (other := group_of.get(u)) is not None:
                     votes[other] = votes.get(other, 0.0) + w
             if votes:
                 lab = min(votes.items(), key=lambda kv: (-kv[1], kv[0]))[0]
-        if lab is None:
-            start[i] = i
-        else:
-            start[i] = at[lab]
+        start[i] = i if lab is None else at[lab]
     for lab in supers:
         start[at[lab]] = at[lab]
-    graph = ig.GraphBase(len(start), edges, False)
     partition = la.CPMVertexPartition(
-        graph,
+        ig.GraphBase(len(start), edges, False),
         weights=[weights[e] for e in edges],
-        node_sizes=sizes,
+        node_sizes=node_sizes,
         initial_membership=start,
         resolution_parameter=1.0 / total,
     )
@@ -208,13 +190,10 @@ def _level_zero_moves(
     owner = {membership[at[lab]]: lab for lab in supers}
     new_of: dict[int, tuple[int]] = {}
     out: dict[str, int | tuple[int]] = {}
-    for i, v in enumerate(frontier):
+    for i, v in enumerate(free):
         c = membership[i]
         lab = owner.get(c)
-        if lab is None:
-            out[v] = new_of.setdefault(c, (len(new_of),))
-        else:
-            out[v] = lab
+        out[v] = new_of.setdefault(c, (len(new_of),)) if lab is None else lab
     return out
 
 
@@ -259,84 +238,132 @@ def _children_index(prev: Hierarchy) -> dict[tuple[int, int], list[int]]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Tree:
-    """A new level-0 community: its keys (sorted; its nodes' member indexes point into
-    them), its sub-hierarchy, and its volumes (weight inside, sum of weighted degrees)."""
+class _Kept:
+    """A previous community kept with its whole sub-hierarchy (its member sets reused)."""
+
+    level: int
+    label: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Out:
+    """A community made this run: its keys (sorted) and its children."""
 
     keys: tuple[str, ...]
-    node: _Node
+    children: list[_Out | _Kept]
+
+
+@dataclass(frozen=True, slots=True)
+class _Tree:
+    """A new level-0 community with its keys (sorted) and volumes (weight inside, sum of
+    weighted degrees)."""
+
+    keys: tuple[str, ...]
+    node: _Out | _Kept
     inside: float
     degree: float
 
 
-def _trees(
-    adjacency: Mapping[str, Mapping[str, float]],
-    strengths: Mapping[str, float],
-    prev: Hierarchy,
-    children: dict[tuple[int, int], list[int]],
-    label0: Mapping[str, int],
-    members: frozenset[str],
-    frontier: set[str],
-    max_size: int,
-    seed: int,
-) -> list[_Tree]:
-    """A changed level-0 community as communities: one per connected piece (a community
-    that lost a member or an edge may have come apart), each split inside itself while it is
-    too large, warm-started from where its members were (``graph.leiden``'s recursion on
-    its induced subgraph)."""
-    if not members:
-        return []
-    keys = tuple(sorted(members))
+@dataclass(frozen=True, slots=True)
+class _Env:
+    """What every rebuild below level 0 reads."""
+
+    prev: Hierarchy
+    children: dict[tuple[int, int], list[int]]
+    label0: Mapping[str, int]
+    frontier: set[str]
+    max_size: int
+    seed: int
+
+
+Edges = list[tuple[int, int, float]]  # (i, j, weight), i < j indexes into sorted keys
+
+
+def _induced(adjacency: Mapping[str, Mapping[str, float]], keys: Sequence[str]) -> Edges:
     local = {v: i for i, v in enumerate(keys)}
-    edges: list[tuple[int, int, float]] = []
+    edges: Edges = []
     for i, v in enumerate(keys):
         for u, w in adjacency[v].items():
             j = local.get(u)
             if j is not None and i < j:
                 edges.append((i, j, w))
     edges.sort()
-    pairs = [(a, b) for a, b, _ in edges]
-    if len(keys) > 1:
-        piece_of = ig.GraphBase(len(keys), pairs, False).connected_components()
-        if max(piece_of) > 0:
-            pieces: dict[int, list[str]] = {}
-            for key, piece in zip(keys, piece_of, strict=True):
-                pieces.setdefault(piece, []).append(key)
-            out: list[_Tree] = []
-            for piece_keys in pieces.values():
-                part = frozenset(piece_keys)
-                out.extend(
-                    _trees(
-                        adjacency,
-                        strengths,
-                        prev,
-                        children,
-                        label0,
-                        part,
-                        frontier,
-                        max_size,
-                        seed,
-                    )
-                )
-            return out
-    inside = sum(w for _, _, w in edges)
-    degree = sum(map(strengths.__getitem__, keys))
-    if len(keys) <= max_size:
-        return [_Tree(keys, _Node(list(range(len(keys))), []), inside, degree)]
-    labels = _previous_labels(prev, children, label0, keys)
-    run_prev = PreviousRun(prev.levels, labels, [v in frontier for v in keys], children)
+    return edges
+
+
+def _pieces(keys: tuple[str, ...], edges: Edges) -> list[tuple[tuple[str, ...], Edges]]:
+    """The connected pieces of a community, each with its keys and its edges re-indexed."""
+    if len(keys) < 2:
+        return [(keys, edges)]
+    piece_of = ig.GraphBase(len(keys), [(a, b) for a, b, _ in edges], False).connected_components()
+    if max(piece_of) == 0:
+        return [(keys, edges)]
+    return _regroup(keys, edges, piece_of)
+
+
+def _regroup(
+    keys: tuple[str, ...], edges: Edges, group_of: Sequence[int]
+) -> list[tuple[tuple[str, ...], Edges]]:
+    """``keys`` bucketed by ``group_of`` (in order of first appearance), each bucket with the
+    edges inside it, re-indexed into it."""
+    position: list[int] = []
+    buckets: dict[int, list[str]] = {}
+    for key, g in zip(keys, group_of, strict=True):
+        bucket = buckets.setdefault(g, [])
+        position.append(len(bucket))
+        bucket.append(key)
+    inside: dict[int, Edges] = {g: [] for g in buckets}
+    for i, j, w in edges:
+        g = group_of[i]
+        if g == group_of[j]:
+            inside[g].append((position[i], position[j], w))
+    return [(tuple(buckets[g]), inside[g]) for g in buckets]
+
+
+def _trees(
+    adjacency: Mapping[str, Mapping[str, float]],
+    strengths: Mapping[str, float],
+    env: _Env,
+    members: frozenset[str],
+) -> list[_Tree]:
+    """A changed level-0 community as communities: one per connected piece (a community
+    that lost a member or an edge may have come apart), each split inside itself while it
+    is too large (``graph.leiden``'s recursion on its induced subgraph, warm-started)."""
+    if not members:
+        return []
+    keys = tuple(sorted(members))
+    out = []
+    for piece, edges in _pieces(keys, _induced(adjacency, keys)):
+        node = _Out(piece, []) if len(piece) <= env.max_size else _full_split(piece, edges, env)
+        inside = math.fsum(w for _, _, w in edges)
+        out.append(_Tree(piece, node, inside, math.fsum(map(strengths.__getitem__, piece))))
+    return out
+
+
+def _full_split(keys: tuple[str, ...], edges: Edges, env: _Env) -> _Out | _Kept:
+    """``graph.leiden``'s recursion on the community's induced subgraph, warm-started from
+    where its members were."""
+    labels = _previous_labels(env.prev, env.children, env.label0, keys)
+    run_prev = PreviousRun(env.prev.levels, labels, [v in env.frontier for v in keys], env.children)
     ctx = RunInputs(
         keys,
-        [a for a, _ in pairs],
-        [b for _, b in pairs],
+        [a for a, _, _ in edges],
+        [b for _, b, _ in edges],
         tuple(w for _, _, w in edges),
-        max_size,
-        seed,
+        env.max_size,
+        env.seed,
         1,
         run_prev,
     )
-    node = _split(ctx, list(range(len(keys))), list(range(len(edges))), 0)
-    return [_Tree(keys, node, inside, degree)]
+    return _converted(keys, _split(ctx, list(range(len(keys))), list(range(len(edges))), 0))
+
+
+def _converted(keys: Sequence[str], node: _Node) -> _Out | _Kept:
+    if node.reused is not None:
+        return _Kept(*node.reused)
+    return _Out(
+        tuple(map(keys.__getitem__, node.members)), [_converted(keys, c) for c in node.children]
+    )
 
 
 def _previous_labels(
@@ -405,8 +432,8 @@ def _assemble(
     total: float,
 ) -> Hierarchy:
     """``prev`` with the level-0 communities ``replaced`` (and their subtrees) taken out and
-    ``trees`` put in under new labels, level by level, breadth first. A community copied
-    from the previous hierarchy keeps its member set (the same object)."""
+    ``trees`` put in under new labels, level by level, breadth first. A community kept from
+    the previous hierarchy keeps its member set (the same object)."""
     levels = [dict(lv) for lv in prev.levels]
     parents = [dict(pv) for pv in prev.parents]
     doomed = [(0, label) for label in replaced]
@@ -418,26 +445,28 @@ def _assemble(
     next_label = [max(lv, default=-1) + 1 for lv in levels]
     for i, tree in enumerate(trees):  # level 0 is labelled in the order of ``trees``
         volumes[next_label[0] + i] = (tree.inside, tree.degree)
-    queue: list[tuple[tuple[str, ...], _Node, int | None]] = [(t.keys, t.node, None) for t in trees]
+    queue: list[tuple[_Out | _Kept, int | None]] = [(t.node, None) for t in trees]
     level = 0
     while queue:
         if level == len(levels):
             levels.append({})
             parents.append({})
             next_label.append(0)
-        below: list[tuple[tuple[str, ...], _Node, int | None]] = []
-        for keys, node, parent in queue:
+        below: list[tuple[_Out | _Kept, int | None]] = []
+        for node, parent in queue:
             label = next_label[level]
             next_label[level] += 1
-            if node.reused is not None:
-                members = prev.levels[node.reused[0]][node.reused[1]]
+            if isinstance(node, _Kept):
+                levels[level][label] = prev.levels[node.level][node.label]
+                kids: list[_Out | _Kept] = [
+                    _Kept(node.level + 1, kid) for kid in children.get((node.level, node.label), ())
+                ]
             else:
-                members = frozenset(map(keys.__getitem__, node.members))
-            levels[level][label] = members
+                levels[level][label] = frozenset(node.keys)
+                kids = sorted(node.children, key=lambda c: _order(prev, c))
             if parent is not None:
                 parents[level][label] = parent
-            kids = sorted(node.children, key=lambda c: (-len(c.members), c.members[0]))
-            below.extend((keys, child, label) for child in kids)
+            below.extend((kid, label) for kid in kids)
         queue = below
         level += 1
     while levels and not levels[-1]:
@@ -446,6 +475,13 @@ def _assemble(
     return Hierarchy(
         tuple(levels), tuple(parents), _modularity(volumes, total), digests, placed, volumes
     )
+
+
+def _order(prev: Hierarchy, node: _Out | _Kept) -> tuple[int, int, str]:
+    """Children by descending size; made ones by their smallest key, kept ones by label."""
+    if isinstance(node, _Kept):
+        return (-len(prev.levels[node.level][node.label]), 1, f"{node.label:012d}")
+    return (-len(node.keys), 0, node.keys[0])
 
 
 def _modularity(volumes: Mapping[int, tuple[float, float]], total: float) -> float:

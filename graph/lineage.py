@@ -71,22 +71,24 @@ def classify(
     """Events of one run, sorted by level, then community id, then kind."""
     if not previous:
         return _bootstrap(current) if current else []
-    levels = {c.level for c in previous} | {c.level for c in current}
+    by_level: dict[int, tuple[list[Community], list[Community]]] = {}
+    for c in previous:
+        by_level.setdefault(c.level, ([], []))[0].append(c)
+    for c in current:
+        by_level.setdefault(c.level, ([], []))[1].append(c)
     events: list[LineageEvent] = []
-    before = {(c.level, c.id): c.entity_keys for c in previous}
-    for level in sorted(levels):
+    for level, (was, now) in sorted(by_level.items()):
         # a community with the id and members it had is unchanged, and shares no member with
         # any other community of its level: only the rest needs the overlap counting
-        same = {
-            c.id for c in current if c.level == level and before.get((level, c.id)) == c.entity_keys
-        }
-        old = [c for c in previous if c.level == level and c.id not in same]
-        new = [c for c in current if c.level == level and c.id not in same]
+        before = {c.id: c.entity_keys for c in was}
+        same = {c.id for c in now if before.get(c.id) == c.entity_keys}
+        old = [c for c in was if c.id not in same]
+        new = [c for c in now if c.id not in same]
         events.extend(_classify_level(level, old, new, share, size_tolerance))
         events.extend(
             LineageEvent("unchanged", c.id, level, len(c.entity_keys), len(c.entity_keys))
-            for c in current
-            if c.level == level and c.id in same
+            for c in now
+            if c.id in same
         )
     events.sort(key=lambda e: (e.level, e.community_id or "", e.kind))
     return events

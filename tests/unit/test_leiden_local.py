@@ -37,7 +37,7 @@ def maintained(kept: ClusterInput, prev: Hierarchy, changes: Changes) -> Hierarc
         kept, prev, changes, max_cluster_size=MAX_SIZE, seed=SEED, frontier_tolerance=0.0
     )
     assert out is not None
-    return out.hierarchy
+    return out
 
 
 def modularity(kept: ClusterInput, h: Hierarchy) -> float:
@@ -75,27 +75,28 @@ def assert_valid(kept: ClusterInput, h: Hierarchy) -> None:
             assert not below.get(parent, set()) & h.levels[level][label]
             below.setdefault(parent, set()).update(h.levels[level][label])
         assert set(h.parents[level]) == set(h.levels[level])
-        for parent, members in below.items():
-            assert members == h.levels[level - 1][parent]
-    for members in h.leaves():
-        assert len(members) <= MAX_SIZE or len(members) == 1
+        for parent, keys in below.items():
+            assert keys == h.levels[level - 1][parent]
+    for leaf in h.leaves():
+        assert len(leaf) <= MAX_SIZE
     assert set(h.digests) == set(kept.adjacency)
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize(("seed", "firms"), [(s, 14) for s in range(6)] + [(6, 40), (7, 60)])
 def test_after_every_change_the_maintained_hierarchy_is_valid_and_its_modularity_exact(
-    seed: int,
+    seed: int, firms: int
 ) -> None:
     rng = random.Random(seed)
     world = World()
-    names = [f"Firm {i}" for i in range(14)]
-    for step in range(20):  # a graph to start from
+    names = [f"Firm {i}" for i in range(firms)]
+    for step in range(firms * 2):  # a graph to start from, deeper than one level
         random_step(world, rng, names, step)
     kept = ClusterInput.build(world.view)
     world.view.take_touched()
     assert kept.take_changes() is None  # a fresh build: what changed is not known
     h = full(kept)
-    for step in range(20, 60):
+    depth = len(h.levels)
+    for step in range(firms * 2, firms * 2 + 40):
         random_step(world, rng, names, step)
         refresh(kept, world.view)
         changes = kept.take_changes()
@@ -103,6 +104,8 @@ def test_after_every_change_the_maintained_hierarchy_is_valid_and_its_modularity
         h = maintained(kept, h, changes)
         assert_valid(kept, h)
         assert h.modularity == pytest.approx(modularity(kept, h), abs=1e-9), f"step {step}"
+        depth = max(depth, len(h.levels))
+    assert firms < 40 or depth >= 3, "the larger graphs have levels below level 1 to maintain"
 
 
 def test_what_the_changes_did_not_reach_keeps_its_member_sets_and_labels() -> None:
