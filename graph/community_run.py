@@ -33,7 +33,7 @@ from graph.graph_view import GraphView, Touched
 from graph.job_state import JobState
 from graph.leiden import Hierarchy, hierarchical_leiden, scratch_modularity
 from graph.leiden_graph import WeightedGraph, build_graph
-from graph.leiden_local import maintain
+from graph.leiden_local import maintain, with_volumes
 from graph.lineage import LineageEvent, classify
 from graph.model import Community
 from graph.report_context import ReportClaim, ReportEntity, ReportGraph, ReportRelationship
@@ -114,7 +114,7 @@ def cluster(
 
     def run(rebalance: bool) -> Hierarchy:
         graph, digests, strengths = kept.graph()
-        return hierarchical_leiden(
+        whole = hierarchical_leiden(
             graph,
             max_cluster_size=params.max_cluster_size,
             seed=params.seed,
@@ -123,6 +123,7 @@ def cluster(
             rebalance=rebalance,
             node_stats=(digests, strengths),
         )
+        return with_volumes(kept, whole)
 
     maintained = None
     if state.hierarchy is not None and changes is not None:
@@ -203,6 +204,7 @@ def evidence_index(view: GraphView, state: JobState, touched: Touched | None) ->
             _report_claims(view, HumanIds.empty()),
         )
     else:
+        index.begin_update(touched.entities)
         for slot in touched.slots:
             if slot.startswith("r:"):
                 key = slot[2:]

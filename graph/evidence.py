@@ -51,6 +51,11 @@ _SPACE = re.compile(r"\s+")
 _TRAILING = re.compile(r"[\s.;,:!]+$")
 
 
+# communities with at least this many members have their evidence remembered between runs
+# (``EvidenceIndex.evidence_of``); smaller ones cost less to count afresh than to keep
+MEMO_MIN_MEMBERS = 200
+
+
 class EvidenceError(ValueError):
     """Evidence inputs or settings that cannot be used (e.g. a threshold outside (0, 1])."""
 
@@ -107,6 +112,12 @@ class EvidenceIndex:
         # relationship key -> (sorted pair, its facts); several keys may share a pair (A->B, B->A)
         self._relationships: dict[str, tuple[tuple[str, str], frozenset[str]]] = {}
         self._by_pair: dict[tuple[str, str], set[str]] = {}
+        # community id -> (members, evidence) when last counted (``evidence_of``)
+        self.memo: dict[str, tuple[frozenset[str], EvidenceSet]] = {}
+        # touched entity -> its facts, and its edges' facts, before this run's update
+        self._before: (
+            tuple[dict[str, frozenset[str]], dict[str, dict[str, frozenset[str]]]] | None
+        ) = None
 
     @classmethod
     def build(
@@ -175,6 +186,83 @@ class EvidenceIndex:
                 edges.pop(other, None)
                 if not edges:
                     del self.edge_facts[one]
+
+    def begin_update(self, touched: Iterable[str]) -> None:
+        """Note what the entities a run's changes touched hold before the run updates them
+        (their facts and their edges' facts), so ``evidence_of`` can carry a large
+        community's evidence over from the last run instead of counting it afresh. Every
+        change to an entity's or a relationship's facts touches the entities it names."""
+        entities: dict[str, frozenset[str]] = {}
+        edges: dict[str, dict[str, frozenset[str]]] = {}
+        for key in touched:
+            entities[key] = self.entity_facts.get(key, frozenset())
+            edges[key] = dict(self.edge_facts.get(key, {}))
+        self._before = (entities, edges)
+
+    def evidence_of(self, community_id: str, members: frozenset[str]) -> EvidenceSet:
+        """``community_evidence`` of a community, carried over from the last time it was
+        asked for (remembered for communities of at least ``MEMO_MIN_MEMBERS`` members):
+        the facts of members that left or were touched taken out as they were, those of
+        members that came or were touched put in as they are. Exactly the evidence counted
+        afresh (fingerprints have one owner each, so the evidence is a disjoint union), at
+        the cost of what changed rather than the size of the community."""
+        memo: dict[str, tuple[frozenset[str], EvidenceSet]] = vars(self).setdefault("memo", {})
+        before = getattr(self, "_before", None)
+        known = memo.get(community_id)
+        if known is None or before is None:
+            evidence = self.community_evidence(members)
+        else:
+            evidence = self._carried(known[0], known[1], members, before)
+        if len(members) >= MEMO_MIN_MEMBERS:
+            memo[community_id] = (members, evidence)
+        else:
+            memo.pop(community_id, None)
+        return evidence
+
+    def end_update(self, community_ids: Collection[str]) -> None:
+        """The run's evidence is counted: drop what ``begin_update`` noted, and the
+        remembered evidence of communities that are gone."""
+        self._before = None
+        memo: dict[str, tuple[frozenset[str], EvidenceSet]] = vars(self).setdefault("memo", {})
+        for gone in [cid for cid in memo if cid not in community_ids]:
+            del memo[gone]
+
+    def _carried(
+        self,
+        was: frozenset[str],
+        evidence: EvidenceSet,
+        members: frozenset[str],
+        before: tuple[dict[str, frozenset[str]], dict[str, dict[str, frozenset[str]]]],
+    ) -> EvidenceSet:
+        old_facts, old_edges = before
+        touched_was = [v for v in old_facts if v in was]
+        touched_now = [v for v in old_facts if v in members]
+        out: set[str] = set()
+        for v in [*(was - members), *touched_was]:
+            out.update(old_facts[v] if v in old_facts else self.entity_facts.get(v, ()))
+            for u, prints in self._edges_before(v, old_edges).items():
+                if u in was:
+                    out.update(prints)
+        kept = evidence - out
+        add: set[str] = set()
+        for v in [*(members - was), *touched_now]:
+            add.update(self.entity_facts.get(v, ()))
+            for u, prints in self.edge_facts.get(v, {}).items():
+                if u in members:
+                    add.update(prints)
+        return kept | add
+
+    def _edges_before(
+        self, key: str, old_edges: dict[str, dict[str, frozenset[str]]]
+    ) -> Mapping[str, frozenset[str]]:
+        """An entity's edges' facts before the run's update: as noted when it was touched;
+        otherwise as they are, but for edges to touched entities, as noted at those."""
+        if key in old_edges:
+            return old_edges[key]
+        now = self.edge_facts.get(key, {})
+        return {
+            u: old_edges[u].get(key, frozenset()) if u in old_edges else p for u, p in now.items()
+        }
 
     def community_evidence(self, members: frozenset[str]) -> EvidenceSet:
         """Facts of the members and of the edges between them."""

@@ -388,6 +388,25 @@ def _previous_labels(
     return [[labels.get(k) for k in keys] for labels in per_level]
 
 
+def with_volumes(ci: ClusterInput, hierarchy: Hierarchy) -> Hierarchy:
+    """``hierarchy`` (from a whole-graph run on ``ci``'s graph) with its level-0 volumes
+    counted, so the next maintained run starts from them instead of a pass over every edge."""
+    if not hierarchy.levels:
+        return hierarchy
+    label0: dict[str, int] = {}
+    for label, members in hierarchy.levels[0].items():
+        label0.update(dict.fromkeys(members, label))
+    volumes = _kept_volumes(ci, hierarchy, label0, set(), {})
+    return Hierarchy(
+        hierarchy.levels,
+        hierarchy.parents,
+        hierarchy.modularity,
+        hierarchy.digests,
+        hierarchy.placed_strengths(),
+        volumes,
+    )
+
+
 def _kept_volumes(
     ci: ClusterInput,
     prev: Hierarchy,

@@ -321,7 +321,8 @@ class Runner:
             communities, state.communities, None if touched is None else touched.entities, state
         )
         index = evidence_index(view, state, touched)
-        evidence = {c.id: index.community_evidence(c.entity_keys) for c in scope}
+        evidence = {c.id: index.evidence_of(c.id, c.entity_keys) for c in scope}
+        index.end_update({c.id for c in communities})
         plan = plan_reports(scope, evidence, state, self.params)
         self.planned = len(scope)
         t = self._tick("evidence", t)

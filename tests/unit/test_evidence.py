@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
+import graph.evidence as evidence_module
 from graph.evidence import (
     EntityFacts,
     EvidenceError,
@@ -289,3 +290,64 @@ class TestEvidenceIndex:
         index = graph_of(BASE)
         index.set_entity("bolt", [], [])
         assert "bolt" not in index.entity_facts
+
+
+# ---- evidence carried over between runs -------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_evidence_carried_over_between_runs_is_the_evidence_counted_afresh(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs of random changes (facts rewritten, relationships added and dropped, entities
+    emptied) with communities that gain and lose members: what ``evidence_of`` carries over
+    is exactly what counting afresh gives, run after run, also for a community that a run
+    skipped (nothing in it changed)."""
+    monkeypatch.setattr(evidence_module, "MEMO_MIN_MEMBERS", 1)
+    rng = random.Random(seed)
+    keys = [f"e{i:02d}" for i in range(24)]
+    index = EvidenceIndex.build([EntityFacts(k, (f"{k} is known.",)) for k in keys], [])
+    rels: dict[str, tuple[str, str]] = {}
+    communities = {f"c{i}": frozenset(rng.sample(keys, 8)) for i in range(4)}
+    for run in range(25):
+        touched: set[str] = set()
+        changes: list[tuple[str, object]] = []
+        for step in range(rng.randint(0, 5)):
+            roll = rng.random()
+            if roll < 0.35:
+                key = rng.choice(keys)
+                texts = tuple(f"{key} fact {rng.randint(0, 3)}." for _ in range(rng.randint(0, 2)))
+                changes.append(("entity", (key, texts)))
+                touched.add(key)
+            elif roll < 0.75 or not rels:
+                a, b = rng.sample(keys, 2)
+                key = f"r{run}-{step}"
+                rels[key] = (a, b)
+                changes.append(("rel", (key, a, b, (f"{a} deals with {b} {run}.",))))
+                touched.update((a, b))
+            else:
+                key = rng.choice(sorted(rels))
+                changes.append(("drop", key))
+                touched.update(rels.pop(key))
+        index.begin_update(touched)
+        for kind, arg in changes:
+            if kind == "entity":
+                key, texts = arg  # type: ignore[misc]
+                index.set_entity(key, texts, ())
+            elif kind == "rel":
+                key, a, b, texts = arg  # type: ignore[misc]
+                index.set_relationship(key, a, b, texts)
+            else:
+                index.drop_relationship(arg)  # type: ignore[arg-type]
+        for cid, members in list(communities.items()):
+            if rng.random() < 0.3:  # members come and go
+                members = frozenset(
+                    {k for k in members if rng.random() > 0.2} | set(rng.sample(keys, 2))
+                )
+                communities[cid] = members
+            elif rng.random() < 0.3 and touched.isdisjoint(members):
+                continue  # not planned this run: nothing in it changed
+            assert index.evidence_of(cid, members) == index.community_evidence(members), (
+                f"run {run}, {cid}"
+            )
+        index.end_update(communities)

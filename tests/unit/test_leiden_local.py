@@ -13,7 +13,7 @@ import pytest
 from graph.cluster_input import Changes, ClusterInput
 from graph.graph_changes import GraphChange
 from graph.leiden import Hierarchy, hierarchical_leiden
-from graph.leiden_local import maintain
+from graph.leiden_local import maintain, with_volumes
 from tests.unit.test_cluster_input import random_step, refresh
 from tests.unit.test_community_run import World, base_world
 
@@ -201,3 +201,15 @@ def test_a_previous_hierarchy_that_does_not_cover_the_graph_is_refused() -> None
         )
         is None
     )
+
+
+def test_volumes_counted_after_a_whole_graph_run_give_leidens_own_modularity() -> None:
+    world = base_world()
+    kept = ClusterInput.build(world.view)
+    world.view.take_touched()
+    kept.take_changes()
+    h = with_volumes(kept, full(kept))
+    volumes = h.level_zero_volumes()
+    assert volumes is not None and set(volumes) == set(h.levels[0])
+    same = maintained(kept, h, Changes(set(), set(), {}))
+    assert same.modularity == pytest.approx(h.modularity, abs=1e-9)  # leidenalg's quality()
