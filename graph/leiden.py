@@ -303,15 +303,23 @@ def _frontier(
     placed: dict[str, float] = {}
     for key, digest, now in zip(graph.nodes, digests, strengths, strict=True):
         before = recorded.get(key)
-        if prev.digests.get(key) == digest:
-            moved = False
-        elif before is None or key not in prev.digests:
-            moved = True
-        else:
-            moved = abs(now - before) >= tolerance * max(now, before)
+        moved = on_frontier(prev, key, digest, now, before, tolerance)
         frontier.append(moved)
         placed[key] = now if moved or before is None else before
     return frontier, placed
+
+
+def on_frontier(
+    prev: Hierarchy, key: str, digest: int, now: float, before: float | None, tolerance: float
+) -> bool:
+    """Whether a node is free to move this run: new, or its edges changed since ``prev`` by
+    at least ``tolerance`` of its weighted degree (``now``) against the degree it was last
+    placed at (``before``; unknown: any change counts)."""
+    if prev.digests.get(key) == digest:
+        return False
+    if before is None or key not in prev.digests:
+        return True
+    return abs(now - before) >= tolerance * max(now, before)
 
 
 def _prepare_previous(

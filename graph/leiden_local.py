@@ -42,7 +42,7 @@ import igraph as ig
 import leidenalg as la
 
 from graph.cluster_input import Changes, ClusterInput
-from graph.leiden import Hierarchy, _Node, _split
+from graph.leiden import Hierarchy, _Node, _split, on_frontier
 from graph.leiden_graph import gc_paused
 from graph.leiden_partition import PreviousRun, RunInputs
 
@@ -86,12 +86,7 @@ def _maintain(
             continue
         now, digest = strengths[v], ci.digests[v]
         before = placed.get(v)
-        if prev.digests.get(v) == digest:
-            moved = False
-        elif before is None or v not in prev.digests:
-            moved = True
-        else:
-            moved = abs(now - before) >= tolerance * max(now, before)
+        moved = on_frontier(prev, v, digest, now, before, tolerance)
         digests[v] = digest
         if moved or before is None:
             placed[v] = now
