@@ -37,7 +37,7 @@ from graph.leiden_local import maintain, with_volumes
 from graph.lineage import LineageEvent, classify
 from graph.model import Community
 from graph.report_context import ReportClaim, ReportEntity, ReportGraph, ReportRelationship
-from graph.snapshot_assembly import degrees, first
+from graph.snapshot_assembly import degrees
 from graph.summaries import summary
 
 
@@ -231,6 +231,7 @@ def plan_reports(
     evidence: Mapping[str, EvidenceSet],
     state: JobState,
     params: RunParams,
+    sizes: Mapping[str, int] | None = None,
 ) -> RegenerationPlan:
     return decide_regeneration(
         communities,
@@ -238,6 +239,7 @@ def plan_reports(
         state.bases,
         threshold=params.materiality_threshold,
         membership_tolerance=params.membership_tolerance,
+        sizes=sizes,
     )
 
 
@@ -318,7 +320,7 @@ def report_graph(view: GraphView, state: JobState, keys: set[str] | None = None)
             ids.get("entity", k) or 0,
             e.name,
             e.type,
-            summary(state, f"e:{k}", first(e.descriptions.values())),
+            summary(state, f"e:{k}") or e.descriptions.first(),
             deg.get(k, 0),
         )
         for k in entity_keys
@@ -330,7 +332,7 @@ def report_graph(view: GraphView, state: JobState, keys: set[str] | None = None)
             ids.get("relationship", k) or 0,
             r.source_key,
             r.target_key,
-            summary(state, f"r:{k}", first(r.descriptions.values())),
+            summary(state, f"r:{k}") or r.descriptions.first(),
             float(r.weight),
             deg.get(r.source_key, 0) + deg.get(r.target_key, 0),
         )

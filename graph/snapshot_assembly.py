@@ -43,10 +43,6 @@ def degrees(view: GraphView) -> Counter[str]:
     return deg
 
 
-def first(values: tuple[str, ...]) -> str:
-    return values[0] if values else ""
-
-
 def community_daily(view: GraphView, members: Iterable[str]) -> dict[date, int]:
     daily: Counter[date] = Counter()
     for key in members:
@@ -257,7 +253,7 @@ def _entity(
         ids.get("entity", k) or 0,
         e.name,
         e.type,
-        summary(state, f"e:{k}", first(e.descriptions.values())),
+        summary(state, f"e:{k}") or e.descriptions.first(),
         tuple(sorted(units)),
         e.mention_count,
         deg.get(k, 0),
@@ -281,7 +277,7 @@ def _relationship(
         ids.get("relationship", k) or 0,
         r.source_name,
         r.target_name,
-        summary(state, f"r:{k}", first(r.descriptions.values())),
+        summary(state, f"r:{k}") or r.descriptions.first(),
         float(r.weight),
         deg.get(r.source_key, 0) + deg.get(r.target_key, 0),
         tuple(sorted(units)),

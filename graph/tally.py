@@ -81,6 +81,10 @@ class Tally:
     def values(self) -> tuple[str, ...]:
         return tuple(v for v, _ in self.items)
 
+    def first(self) -> str:
+        """``values()[0]`` (the smallest kept value), "" when empty, without building them."""
+        return self.items[0][0] if self.items else ""
+
 
 def _weakest(counts: dict[str, int]) -> str:
     """Fewest supports first, then largest rank: the first value to give way."""

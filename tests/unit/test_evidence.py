@@ -351,3 +351,38 @@ def test_evidence_carried_over_between_runs_is_the_evidence_counted_afresh(
                 f"run {run}, {cid}"
             )
         index.end_update(communities)
+
+
+def test_a_parent_follows_its_rewritten_child_reports_by_their_share_of_its_members() -> None:
+    """A parent whose context is ten child reports: one small child rewritten leaves it as it
+    is; children holding more than the threshold of its members rewrite it; without sizes
+    any rewritten child report does (the rule before sizes were known)."""
+    kids = [
+        Community(f"k{i}", 1, "top", (), frozenset(f"e{i}-{j}" for j in range(10)))
+        for i in range(10)
+    ]
+    top = Community(
+        "top", 0, None, tuple(k.id for k in kids), frozenset().union(*(k.entity_keys for k in kids))
+    )
+    facts = {k.id: frozenset({f"fact-{k.id}"}) for k in kids} | {"top": frozenset({"fact-top"})}
+    bases = {
+        cid: ReportBasis(
+            c.entity_keys, facts[cid], tuple(k.id for k in kids) if cid == "top" else ()
+        )
+        for cid, c in [(k.id, k) for k in kids] + [("top", top)]
+    }
+    sizes = {c.id: len(c.entity_keys) for c in [*kids, top]}
+
+    def plan(news: set[str], with_sizes: bool) -> set[str]:
+        evidence = dict(facts)
+        for cid in news:  # new facts: a child's report is stale
+            evidence[cid] = facts[cid] | {f"new-{cid}-{n}" for n in range(3)}
+        made = decide_regeneration(
+            [*kids, top], evidence, bases, threshold=0.2, sizes=sizes if with_sizes else None
+        )
+        return set(made.to_regenerate)
+
+    assert plan({"k0"}, with_sizes=True) == {"k0"}  # 10% of its members
+    assert plan({"k0", "k1"}, with_sizes=True) == {"k0", "k1"}  # 20%: not more than it
+    assert plan({"k0", "k1", "k2"}, with_sizes=True) == {"k0", "k1", "k2", "top"}  # 30%
+    assert plan({"k0"}, with_sizes=False) == {"k0", "top"}
