@@ -16,7 +16,7 @@ bucket would be a community in name only.
 Determinism. The graph is canonical (``graph.leiden_graph``) and the seed comes from the caller
 (settings default ``0xDEADBEEF``): the same graph and the same previous hierarchy give the same
 hierarchy whatever order edges and nodes arrive in. Labels are our own (descending size, then
-smallest member).
+smallest member; a maintained hierarchy keeps its untouched communities' labels instead).
 
 Warm start, frontier and reuse. Every Leiden run in the tree starts from the previous
 hierarchy's labels (``graph.leiden_partition``). Only the *frontier* may move: new nodes, and

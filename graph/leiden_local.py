@@ -1,9 +1,9 @@
 """Maintaining the hierarchy where the graph changed, without visiting the rest of it.
 
 ``graph.leiden.hierarchical_leiden`` warm-starts from the previous hierarchy and lets only the
-frontier move, but it still builds the whole graph, every node's previous labels and every
-community's member set each run: at 100,000 articles (184k entities, 449k edges) that was
-eight seconds for a run that moved a hundred nodes. Here a run touches only what changed.
+frontier move, but it builds the whole graph, every node's previous labels and every
+community's member set: seconds at 100,000 articles (184k entities, 449k edges) for a run
+that moves a hundred nodes. Here a run touches only what changed.
 
 Level 0. Only frontier nodes may move (the same rule as ``graph.leiden``: new, or changed by
 at least ``frontier_tolerance`` of their weighted degree since last placed), so every other
