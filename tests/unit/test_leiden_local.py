@@ -32,6 +32,15 @@ def full(kept: ClusterInput, previous: Hierarchy | None = None) -> Hierarchy:
     )
 
 
+def started(world: World) -> tuple[ClusterInput, Hierarchy]:
+    """The clustering input of a world, changes taken (the baseline is now), and a
+    whole-graph hierarchy of it."""
+    kept = ClusterInput.build(world.view)
+    world.view.take_touched()
+    kept.take_changes()
+    return kept, full(kept)
+
+
 def maintained(kept: ClusterInput, prev: Hierarchy, changes: Changes) -> Hierarchy:
     out = maintain(
         kept, prev, changes, max_cluster_size=MAX_SIZE, seed=SEED, frontier_tolerance=0.0
@@ -110,10 +119,7 @@ def test_after_every_change_the_maintained_hierarchy_is_valid_and_its_modularity
 
 def test_what_the_changes_did_not_reach_keeps_its_member_sets_and_labels() -> None:
     world = base_world()
-    kept = ClusterInput.build(world.view)
-    world.view.take_touched()
-    kept.take_changes()
-    h = full(kept)
+    kept, h = started(world)
     world.say("doc-new", [("Lyra 0", "Lyra 0 again.")], [("Lyra 0", "Lyra 1", "met again")])
     refresh(kept, world.view)
     changes = kept.take_changes()
@@ -129,10 +135,7 @@ def test_what_the_changes_did_not_reach_keeps_its_member_sets_and_labels() -> No
 
 def test_no_change_is_a_fixed_point_and_the_same_input_the_same_output() -> None:
     world = base_world()
-    kept = ClusterInput.build(world.view)
-    world.view.take_touched()
-    kept.take_changes()
-    h = full(kept)
+    kept, h = started(world)
     same = maintained(kept, h, Changes(set(), set(), {}))
     assert same.levels == h.levels and same.parents == h.parents
     assert same.modularity == pytest.approx(modularity(kept, h), abs=1e-9)
@@ -147,9 +150,7 @@ def test_no_change_is_a_fixed_point_and_the_same_input_the_same_output() -> None
 
 def test_the_clustering_input_names_what_changed_and_what_lost_an_edge() -> None:
     world = base_world()
-    kept = ClusterInput.build(world.view)
-    world.view.take_touched()
-    kept.take_changes()
+    kept, _ = started(world)
     rel = sorted(world.view.relationships)[0]
     a, b = sorted(
         (world.view.relationships[rel].source_key, world.view.relationships[rel].target_key)
@@ -183,10 +184,7 @@ def test_a_checkpoint_from_before_changes_were_kept_says_they_are_not_known() ->
 
 def test_a_previous_hierarchy_that_does_not_cover_the_graph_is_refused() -> None:
     world = base_world()
-    kept = ClusterInput.build(world.view)
-    world.view.take_touched()
-    kept.take_changes()
-    h = full(kept)
+    kept, h = started(world)
     world.say("doc-y", [("Nova 1", "n."), ("Nova 2", "m.")], [("Nova 1", "Nova 2", "a pair")])
     refresh(kept, world.view)
     kept.take_changes()  # the changes are lost: the hierarchy cannot be brought up to date
@@ -205,10 +203,8 @@ def test_a_previous_hierarchy_that_does_not_cover_the_graph_is_refused() -> None
 
 def test_volumes_counted_after_a_whole_graph_run_give_leidens_own_modularity() -> None:
     world = base_world()
-    kept = ClusterInput.build(world.view)
-    world.view.take_touched()
-    kept.take_changes()
-    h = with_volumes(kept, full(kept))
+    kept, whole = started(world)
+    h = with_volumes(kept, whole)
     volumes = h.level_zero_volumes()
     assert volumes is not None and set(volumes) == set(h.levels[0])
     same = maintained(kept, h, Changes(set(), set(), {}))
