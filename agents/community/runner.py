@@ -726,10 +726,10 @@ class Runner:
 def _state_frozen() -> Iterator[None]:
     """Python's cyclic collector kept off what was alive when the run began (the job's
     state: tens of millions of objects at 100,000 articles), so the collections a run's
-    allocations trigger scan what the run made, not the whole state: each full collection
-    otherwise took seconds, several times a run. Objects that die are still freed (by
-    reference counting); the state is thawed when the run ends. Left alone in a process
-    where someone else froze the heap already (the stream worker does)."""
+    allocations trigger scan what the run made, not the whole state, which a full
+    collection would otherwise walk. Objects that die are still freed (by reference
+    counting); the state is thawed when the run ends. Left alone in a process where someone
+    else froze the heap already (the stream worker does)."""
     if gc.get_freeze_count() or not gc.isenabled():
         yield
         return
