@@ -209,8 +209,7 @@ class EvidenceIndex:
         members that came or were touched put in as they are. Exactly the evidence counted
         afresh (fingerprints have one owner each, so the evidence is a disjoint union), at
         the cost of what changed rather than the size of the community."""
-        memo: dict[str, tuple[frozenset[str], EvidenceSet]] = vars(self).setdefault("memo", {})
-        before = getattr(self, "_before", None)
+        memo, before = self.memo, self._before
         known = memo.get(community_id)
         if known is None or before is None:
             evidence = self.community_evidence(members)
@@ -226,9 +225,12 @@ class EvidenceIndex:
         """The run's evidence is counted: drop what ``begin_update`` noted, and the
         remembered evidence of communities that are gone."""
         self._before = None
-        memo: dict[str, tuple[frozenset[str], EvidenceSet]] = vars(self).setdefault("memo", {})
-        for gone in [cid for cid in memo if cid not in community_ids]:
-            del memo[gone]
+        for gone in [cid for cid in self.memo if cid not in community_ids]:
+            del self.memo[gone]
+
+    def __setstate__(self, data: dict[str, object]) -> None:
+        # an index from a checkpoint written before evidence was remembered
+        vars(self).update({"memo": {}, "_before": None, **data})
 
     def _carried(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import random
 from collections.abc import Sequence
 
@@ -386,3 +387,14 @@ def test_a_parent_follows_its_rewritten_child_reports_by_their_share_of_its_memb
     assert plan({"k0", "k1"}, with_sizes=True) == {"k0", "k1"}  # 20%: not more than it
     assert plan({"k0", "k1", "k2"}, with_sizes=True) == {"k0", "k1", "k2", "top"}  # 30%
     assert plan({"k0"}, with_sizes=False) == {"k0", "top"}
+
+
+def test_an_index_from_a_checkpoint_before_evidence_was_remembered_counts_afresh() -> None:
+    index = EvidenceIndex.build([EntityFacts("a", ("A is known.",))], [])
+    state = dict(vars(index))
+    del state["memo"], state["_before"]
+    old = EvidenceIndex.__new__(EvidenceIndex)
+    old.__setstate__(state)
+    members = frozenset({"a"})
+    assert old.evidence_of("c-1", members) == index.community_evidence(members)
+    assert pickle.loads(pickle.dumps(old)).memo == old.memo
