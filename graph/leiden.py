@@ -97,6 +97,15 @@ class Hierarchy:
             return []
         return sorted(c for c, p in self.parents[level + 1].items() if p == label)
 
+    def children_index(self) -> dict[tuple[int, int], list[int]]:
+        """(level, label) → its children's labels one level down, in label order; every
+        community at once (``children`` finds one community's by a scan)."""
+        index: dict[tuple[int, int], list[int]] = {}
+        for level, parents in enumerate(self.parents):
+            for label, parent in sorted(parents.items()):
+                index.setdefault((level - 1, parent), []).append(label)
+        return index
+
     def paths(self) -> dict[str, tuple[int, ...]]:
         """Each node's labels from level 0 down to its leaf (the serialisable warm start)."""
         out: dict[str, tuple[int, ...]] = {}
@@ -335,10 +344,7 @@ def _prepare_previous(
         for label, members in communities.items():
             label_of.update(dict.fromkeys(members, label))
         labels.append(list(map(label_of.get, graph.nodes)))
-    children: dict[tuple[int, int], list[int]] = {}
-    for level, parents in enumerate(prev.parents):
-        for label, parent in sorted(parents.items()):
-            children.setdefault((level - 1, parent), []).append(label)
+    children = prev.children_index()
     frontier, placed = _frontier(graph, prev, digests, strengths, tolerance)
     return PreviousRun(prev.levels, labels, frontier, children), placed
 

@@ -103,7 +103,7 @@ def _maintain(
     for label in sorted({label0[v] for v in changes.cut if v in label0}):
         if label not in changed:
             changed[label] = prev.levels[0][label]
-    env = _Env(prev, _children_index(prev), label0, set(frontier), max_size, seed)
+    env = _Env(prev, prev.children_index(), label0, set(frontier), max_size, seed)
     trees: list[_Tree] = []
     for members in [*changed.values(), *groups]:
         trees.extend(_trees(adjacency, strengths, env, members))
@@ -222,14 +222,6 @@ def _new_level_zero(
         members = (prev.levels[0][label] - leaving.get(label, set())) | joining.get(label, set())
         changed[label] = frozenset(members)
     return [frozenset(m) for _, m in sorted(new.items())], changed
-
-
-def _children_index(prev: Hierarchy) -> dict[tuple[int, int], list[int]]:
-    children: dict[tuple[int, int], list[int]] = {}
-    for level, parents in enumerate(prev.parents):
-        for label, parent in sorted(parents.items()):
-            children.setdefault((level - 1, parent), []).append(label)
-    return children
 
 
 @dataclass(frozen=True, slots=True)
