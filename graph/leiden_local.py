@@ -14,10 +14,19 @@ optimised with leidenalg's CPM and node sizes set to weighted degrees at resolut
 whose move gains are exactly modularity's (times a constant), so the region is optimised for
 the modularity of the whole graph. Fixed nodes never move, so no other community changes.
 
-Below. A level-0 community whose members changed, or that holds a frontier node, is split
-again inside itself (``graph.leiden``'s recursion, on its own induced subgraph, warm-started);
-every other community keeps its previous sub-hierarchy as it is: its labels, its member sets
-(the same objects, so matching them to stable ids costs a hash lookup).
+Below. A level-0 community whose members changed, or that holds a frontier node, is brought
+up to date inside itself; every other community keeps its previous sub-hierarchy as it is:
+its labels, its member sets (the same objects, so matching them to stable ids costs a hash
+lookup). A small changed community (``PLACE_ABOVE``) is split again (``graph.leiden``'s
+recursion on its own induced subgraph, warm-started, frontier free). A large one changed by
+a few of its members (the communities around hubs, which a run touches every time and which
+can hold a tenth of the graph) keeps its children: each frontier member joins the child
+holding most of its weight to the members that stay, and only the children that gained or
+lost a member are visited, the same way, one level down. Its volumes follow from the moved
+members' edges. So a change at a hub costs what it moved, not the size of the hub's
+community. Placing ignores the null model of modularity (it favours the larger child); below
+level 0 nothing measures that quality, and a community changed by more than
+``SPLIT_SHARE`` of its members is split again with Leiden.
 
 Connectivity. A community that lost a member or an edge may have come apart: it is checked,
 and its connected pieces become communities (as a fresh Leiden run would never leave one in
@@ -46,6 +55,14 @@ from graph.leiden import Hierarchy, _Node, _split, on_frontier
 from graph.leiden_graph import gc_paused
 from graph.leiden_partition import PreviousRun, RunInputs
 
+# A changed community larger than this, changed by at most SPLIT_SHARE of its members, keeps
+# its children and places the changed members among them (``_placed``); smaller ones are
+# split again with Leiden, which costs little at that size and is what a whole-graph run
+# would do. Above it, splitting again reads every edge of a community that can hold a tenth
+# of the graph (the hubs' communities), for a change of a few members.
+PLACE_ABOVE = 1000
+SPLIT_SHARE = 0.1
+
 
 def maintain(
     ci: ClusterInput,
@@ -55,22 +72,36 @@ def maintain(
     max_cluster_size: int,
     seed: int,
     frontier_tolerance: float,
+    place_above: int = PLACE_ABOVE,
+    split_share: float = SPLIT_SHARE,
 ) -> Hierarchy | None:
     """``prev`` brought up to date for ``changes`` (what changed in ``ci`` since ``prev`` was
-    made); None when the state does not add up, and the whole graph must be re-clustered."""
+    made); None when the state does not add up, and the whole graph must be re-clustered.
+    ``place_above``, ``split_share``: communities larger than ``place_above`` and changed by
+    at most ``split_share`` of their members place the changed ones instead of being split
+    again (``PLACE_ABOVE``)."""
     if not prev.levels or not prev.placed_strengths():
         return None
     with gc_paused():
-        return _maintain(ci, prev, changes, max_cluster_size, seed, frontier_tolerance)
+        return _maintain(
+            ci,
+            prev,
+            changes,
+            _Limits(max_cluster_size, seed, frontier_tolerance, place_above, split_share),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    max_size: int
+    seed: int
+    tolerance: float
+    place_above: int
+    split_share: float
 
 
 def _maintain(
-    ci: ClusterInput,
-    prev: Hierarchy,
-    changes: Changes,
-    max_size: int,
-    seed: int,
-    tolerance: float,
+    ci: ClusterInput, prev: Hierarchy, changes: Changes, limits: _Limits
 ) -> Hierarchy | None:
     adjacency, strengths = ci.adjacency, ci.strengths
     digests = dict(prev.digests)
@@ -86,7 +117,7 @@ def _maintain(
             continue
         now, digest = strengths[v], ci.digests[v]
         before = placed.get(v)
-        moved = on_frontier(prev, v, digest, now, before, tolerance)
+        moved = on_frontier(prev, v, digest, now, before, limits.tolerance)
         digests[v] = digest
         if moved or before is None:
             placed[v] = now
@@ -98,17 +129,21 @@ def _maintain(
     for label, members in prev.levels[0].items():
         label0.update(dict.fromkeys(members, label))
     total = sum(strengths.values())
-    moved_to = _local_moves(frontier, adjacency, strengths, label0, prev.levels[0], total, seed)
+    moved_to = _local_moves(
+        frontier, adjacency, strengths, label0, prev.levels[0], total, limits.seed
+    )
     groups, changed = _new_level_zero(prev, label0, frontier, gone, moved_to)
     for label in sorted({label0[v] for v in changes.cut if v in label0}):
         if label not in changed:
-            changed[label] = prev.levels[0][label]
-    env = _Env(prev, prev.children_index(), label0, set(frontier), max_size, seed)
+            changed[label] = _Change(prev.levels[0][label], frozenset(), frozenset())
+    env = _Env(prev, prev.children_index(), label0, set(frontier), changes.cut, ci, limits)
+    volumes = _current_volumes(ci, prev, label0, changes.deltas)
     trees: list[_Tree] = []
-    for members in [*changed.values(), *groups]:
-        trees.extend(_trees(adjacency, strengths, env, members))
-    trees.sort(key=lambda t: (-len(t.keys), t.keys[0]))
-    volumes = _kept_volumes(ci, prev, label0, set(changed), changes.deltas)
+    for label, change in changed.items():
+        trees.extend(_changed_tree(env, label, change, volumes.pop(label, None)))
+    for members in groups:
+        trees.extend(_trees(env, members, [], 0))
+    trees.sort(key=lambda t: (-len(t.members), t.first))
     return _assemble(prev, env.children, set(changed), trees, digests, placed, volumes, total)
 
 
@@ -198,7 +233,7 @@ def _new_level_zero(
     frontier: Sequence[str],
     gone: Sequence[str],
     moved_to: Mapping[str, int | tuple[int]],
-) -> tuple[list[frozenset[str]], dict[int, frozenset[str]]]:
+) -> tuple[list[frozenset[str]], dict[int, _Change]]:
     """The new level-0 communities made of frontier nodes only, and the previous communities
     whose members changed or hold a frontier node, with their members now."""
     leaving: dict[int, set[str]] = {}
@@ -217,11 +252,21 @@ def _new_level_zero(
             new.setdefault(after, set()).add(v)
         else:  # no edges at all: a community of its own
             new.setdefault((-1 - len(new),), set()).add(v)
-    changed: dict[int, frozenset[str]] = {}
+    changed: dict[int, _Change] = {}
     for label in sorted({*leaving, *joining}):
-        members = (prev.levels[0][label] - leaving.get(label, set())) | joining.get(label, set())
-        changed[label] = frozenset(members)
+        out, into = frozenset(leaving.get(label, ())), frozenset(joining.get(label, ()))
+        changed[label] = _Change((prev.levels[0][label] - out) | into, out, into)
     return [frozenset(m) for _, m in sorted(new.items())], changed
+
+
+@dataclass(frozen=True, slots=True)
+class _Change:
+    """A previous level-0 community's members now, and the members that left it or joined
+    it (a frontier node that stayed is in both)."""
+
+    members: frozenset[str]
+    leaving: frozenset[str]
+    joining: frozenset[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,18 +279,20 @@ class _Kept:
 
 @dataclass(frozen=True, slots=True)
 class _Out:
-    """A community made this run: its keys (sorted) and its children."""
+    """A community made this run: its members, its smallest key, and its children."""
 
-    keys: tuple[str, ...]
+    members: frozenset[str]
+    first: str
     children: list[_Out | _Kept]
 
 
 @dataclass(frozen=True, slots=True)
 class _Tree:
-    """A new level-0 community with its keys (sorted) and volumes (weight inside, sum of
+    """A new level-0 community, its smallest key and volumes (weight inside, sum of
     weighted degrees)."""
 
-    keys: tuple[str, ...]
+    members: frozenset[str]
+    first: str
     node: _Out | _Kept
     inside: float
     degree: float
@@ -259,8 +306,9 @@ class _Env:
     children: dict[tuple[int, int], list[int]]
     label0: Mapping[str, int]
     frontier: set[str]
-    max_size: int
-    seed: int
+    cut: set[str]
+    ci: ClusterInput
+    limits: _Limits
 
 
 Edges = list[tuple[int, int, float]]  # (i, j, weight), i < j indexes into sorted keys
@@ -307,70 +355,277 @@ def _regroup(
     return [(tuple(buckets[g]), inside[g]) for g in buckets]
 
 
-def _trees(
-    adjacency: Mapping[str, Mapping[str, float]],
-    strengths: Mapping[str, float],
-    env: _Env,
-    members: frozenset[str],
+def _connected(
+    adjacency: Mapping[str, Mapping[str, float]], members: frozenset[str], seeds: set[str]
+) -> bool:
+    """Whether ``seeds`` (members) are still joined to each other inside ``members``: a walk
+    from one of them that stops as soon as it has met them all. A community that lost a
+    member comes apart, if at all, between that member's former neighbours (``seeds``), and
+    they usually meet again within a step or two (through a hub), so the walk rarely visits
+    the whole community."""
+    left = set(seeds)
+    start = left.pop()
+    seen = {start}
+    stack = [start]
+    while stack and left:
+        for u in adjacency[stack.pop()]:
+            if u in members and u not in seen:
+                seen.add(u)
+                stack.append(u)
+                left.discard(u)
+    return not left
+
+
+def _seeds(env: _Env, members: frozenset[str], lost: Iterable[str]) -> set[str]:
+    """The members a community that lost ``lost`` could have come apart between: the lost
+    members' neighbours still in it, and its members that lost an edge."""
+    adjacency = env.ci.adjacency
+    seeds = env.cut & members
+    for v in lost:
+        seeds.update(u for u in adjacency.get(v, ()) if u in members)
+    return seeds
+
+
+def _changed_tree(
+    env: _Env, label: int, change: _Change, volumes: tuple[float, float] | None
 ) -> list[_Tree]:
-    """A changed level-0 community as communities: one per connected piece (a community
-    that lost a member or an edge may have come apart), each split inside itself while it
-    is too large (``graph.leiden``'s recursion on its induced subgraph, warm-started)."""
+    """A changed level-0 community as communities. A large one changed by a few members
+    keeps its sub-hierarchy where the change did not reach (``_placed``), with volumes
+    brought up to date from the moved members' edges alone; otherwise (a small community,
+    a large change, one that came apart) its pieces are split again (``_trees``)."""
+    members = change.members
+    if not members:
+        return []
+    lost = change.leaving - members
+    seeds = _seeds(env, members, lost)
+    if (
+        volumes is None
+        or len(members) <= env.limits.place_above
+        or (seeds and not _connected(env.ci.adjacency, members, seeds))
+    ):
+        return _trees(env, members, [label], 0)
+    before = env.prev.levels[0][label]
+    inside, degree = _moved_volumes(env.ci, volumes, before, change)
+    node = _placed(env, members, 0, label, lost)
+    return [_Tree(members, min(members), node, inside, degree)]
+
+
+def _moved_volumes(
+    ci: ClusterInput, volumes: tuple[float, float], before: frozenset[str], change: _Change
+) -> tuple[float, float]:
+    """The volumes of a community that had ``before`` as members (``volumes``, counted on
+    the graph as it is now) once ``change`` moved members out and in: only the moved
+    members' edges are read."""
+    adjacency, strengths = ci.adjacency, ci.strengths
+    inside, degree = volumes
+    out, into, members = change.leaving, change.joining, change.members
+    for v in out:  # each edge inside ``before`` with an end leaving, once
+        for u, w in adjacency.get(v, {}).items():
+            if u in before and (u not in out or v < u):
+                inside -= w
+        degree -= strengths.get(v, 0.0)
+    for v in into:  # each edge inside ``members`` with an end joining, once
+        for u, w in adjacency[v].items():
+            if u in members and (u not in into or v < u):
+                inside += w
+        degree += strengths[v]
+    return inside, degree
+
+
+def _placed(
+    env: _Env, members: frozenset[str], level: int, label: int, lost: frozenset[str]
+) -> _Out | _Kept:
+    """A changed community (``label`` at ``level`` before, now ``members``; ``lost``: the
+    members it lost), with its children kept where the change did not reach. Its frontier
+    members join the child holding most of their edge weight to members that stay, and only
+    the children that gained or lost a member (or hold one that lost an edge) are visited,
+    the same way, one level down. A small community, one without children before, or one
+    changed by more than ``split_share`` of its members is split again instead."""
+    limits = env.limits
+    if len(members) <= limits.max_size:
+        return _Out(members, min(members), [])
+    kids = env.children.get((level, label), [])
+    free = env.frontier & members
+    before = env.prev.levels[level][label]
+    if (
+        not kids
+        or len(members) <= limits.place_above
+        or len(free) + len(lost) > limits.split_share * len(before)
+    ):
+        return _split_again(env, members, level, [label])
+    below = env.prev.levels[level + 1]
+    kid_of = _KidOf(kids, below)
+    taken: dict[int, set[str]] = {}
+    for v in (*lost, *(free & before)):
+        taken.setdefault(kid_of(v), set()).add(v)
+    joined, fresh = _place(env.ci.adjacency, members, free, kid_of)
+    touched = {kid_of(v) for v in env.cut & members if v not in free}
+    children: list[_Out | _Kept] = []
+    for kid in kids:
+        out, into = taken.get(kid, set()), joined.get(kid, set())
+        if not out and not into and kid not in touched:
+            children.append(_Kept(level + 1, kid))
+            continue
+        now = (below[kid] - out) | into
+        if not now:
+            continue
+        gone = frozenset(out - into)
+        seeds = _seeds(env, now, gone)
+        if seeds and not _connected(env.ci.adjacency, now, seeds):
+            children.extend(t.node for t in _trees(env, now, [kid], level + 1))
+        else:
+            children.append(_placed(env, now, level + 1, kid, gone))
+    for group in fresh:
+        children.extend(t.node for t in _trees(env, group, [], level + 1))
+    if len(children) < 2:  # the change left it one child: not a split any more
+        return _split_again(env, members, level, [label])
+    return _Out(members, min(members), children)
+
+
+class _KidOf:
+    """Which child (of a previous community's ``kids``) a member of it was in: a scan of
+    the children's member sets, remembered."""
+
+    def __init__(self, kids: Sequence[int], below: Mapping[int, frozenset[str]]) -> None:
+        self._sets = [(kid, below[kid]) for kid in kids]
+        self._known: dict[str, int] = {}
+
+    def __call__(self, v: str) -> int:
+        kid = self._known.get(v)
+        if kid is None:
+            kid = next(k for k, members in self._sets if v in members)
+            self._known[v] = kid
+        return kid
+
+
+def _place(
+    adjacency: Mapping[str, Mapping[str, float]],
+    members: frozenset[str],
+    free: set[str],
+    kid_of: _KidOf,
+) -> tuple[dict[int, set[str]], list[frozenset[str]]]:
+    """Where the ``free`` members go among the children: the one holding most of their edge
+    weight to placed members (members that stay first, then free ones placed before them;
+    ties to the smaller label). Free members with no placed neighbour at all form new
+    children, one per connected group of them."""
+    place: dict[str, int] = {}
+    pending = sorted(free)
+    while pending:
+        waiting: list[str] = []
+        for v in pending:
+            tally: dict[int, float] = {}
+            for u, w in adjacency[v].items():
+                if u not in members:
+                    continue
+                kid = place.get(u) if u in free else kid_of(u)
+                if kid is not None:
+                    tally[kid] = tally.get(kid, 0.0) + w
+            if tally:
+                place[v] = min(tally.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+            else:
+                waiting.append(v)
+        if len(waiting) == len(pending):
+            break
+        pending = waiting
+    joined: dict[int, set[str]] = {}
+    for v, kid in place.items():
+        joined.setdefault(kid, set()).add(v)
+    fresh: list[frozenset[str]] = []
+    left = set(pending) - place.keys()
+    for v in sorted(left):
+        if v not in left:
+            continue
+        group, stack = {v}, [v]
+        left.discard(v)
+        while stack:
+            for u in adjacency[stack.pop()]:
+                if u in left:
+                    left.discard(u)
+                    group.add(u)
+                    stack.append(u)
+        fresh.append(frozenset(group))
+    return joined, fresh
+
+
+def _trees(env: _Env, members: frozenset[str], starts: list[int], level: int) -> list[_Tree]:
+    """A community as communities: one per connected piece (a community that lost a member
+    or an edge may have come apart), each split inside itself while it is too large
+    (``graph.leiden``'s recursion on its induced subgraph, warm-started from the previous
+    communities ``starts`` at ``level`` — at level 0, from wherever its members were)."""
     if not members:
         return []
     keys = tuple(sorted(members))
     out = []
-    for piece, edges in _pieces(keys, _induced(adjacency, keys)):
-        node = _Out(piece, []) if len(piece) <= env.max_size else _full_split(piece, edges, env)
+    for piece, edges in _pieces(keys, _induced(env.ci.adjacency, keys)):
+        node = (
+            _Out(frozenset(piece), piece[0], [])
+            if len(piece) <= env.limits.max_size
+            else _full_split(piece, edges, env, level, starts)
+        )
         inside = math.fsum(w for _, _, w in edges)
-        out.append(_Tree(piece, node, inside, math.fsum(map(strengths.__getitem__, piece))))
+        degree = math.fsum(map(env.ci.strengths.__getitem__, piece))
+        out.append(_Tree(frozenset(piece), piece[0], node, inside, degree))
     return out
 
 
-def _full_split(keys: tuple[str, ...], edges: Edges, env: _Env) -> _Out | _Kept:
-    """``graph.leiden``'s recursion on the community's induced subgraph, warm-started from
-    where its members were."""
-    labels = _previous_labels(env.prev, env.children, env.label0, keys)
+def _split_again(env: _Env, members: frozenset[str], level: int, starts: list[int]) -> _Out | _Kept:
+    """A connected community split again inside itself (``_full_split``)."""
+    keys = tuple(sorted(members))
+    return _full_split(keys, _induced(env.ci.adjacency, keys), env, level, starts)
+
+
+def _full_split(
+    keys: tuple[str, ...], edges: Edges, env: _Env, level: int, starts: list[int]
+) -> _Out | _Kept:
+    """``graph.leiden``'s recursion on the community's induced subgraph (a community at
+    ``level``), warm-started from where its members were."""
+    if level == 0:
+        starts = sorted({env.label0[k] for k in keys if k in env.label0})
+    labels = _previous_labels(env.prev, env.children, level, starts, keys)
     run_prev = PreviousRun(env.prev.levels, labels, [v in env.frontier for v in keys], env.children)
     ctx = RunInputs(
         keys,
         [a for a, _, _ in edges],
         [b for _, b, _ in edges],
         tuple(w for _, _, w in edges),
-        env.max_size,
-        env.seed,
+        env.limits.max_size,
+        env.limits.seed,
         1,
         run_prev,
     )
-    return _converted(keys, _split(ctx, list(range(len(keys))), list(range(len(edges))), 0))
+    split = _split(ctx, list(range(len(keys))), list(range(len(edges))), level)
+    return _converted(keys, split)
 
 
 def _converted(keys: Sequence[str], node: _Node) -> _Out | _Kept:
     if node.reused is not None:
         return _Kept(*node.reused)
     return _Out(
-        tuple(map(keys.__getitem__, node.members)), [_converted(keys, c) for c in node.children]
+        frozenset(map(keys.__getitem__, node.members)),
+        keys[node.members[0]],
+        [_converted(keys, c) for c in node.children],
     )
 
 
 def _previous_labels(
     prev: Hierarchy,
     children: dict[tuple[int, int], list[int]],
-    label0: Mapping[str, int],
+    level: int,
+    starts: Sequence[int],
     keys: Sequence[str],
 ) -> list[list[int | None]]:
     """Per level, each key's previous label (None where it had none), found by walking down
-    from the level-0 communities the keys were in: visits their previous subtrees only."""
+    from the previous communities ``starts`` at ``level``: visits their subtrees only."""
     wanted = set(keys)
     per_level: list[dict[str, int]] = [{} for _ in prev.levels]
-    current = sorted({label0[k] for k in keys if k in label0})
-    for level in range(len(prev.levels)):
+    current = list(starts)
+    for at in range(level, len(prev.levels)):
         nxt: list[int] = []
         for label in current:
-            members = prev.levels[level][label]
+            members = prev.levels[at][label]
             mine = members & wanted if len(members) > len(wanted) else wanted & members
-            per_level[level].update(dict.fromkeys(mine, label))
-            nxt.extend(children.get((level, label), ()))
+            per_level[at].update(dict.fromkeys(mine, label))
+            nxt.extend(children.get((at, label), ()))
         current = nxt
     return [[labels.get(k) for k in keys] for labels in per_level]
 
@@ -383,7 +638,7 @@ def with_volumes(ci: ClusterInput, hierarchy: Hierarchy) -> Hierarchy:
     label0: dict[str, int] = {}
     for label, members in hierarchy.levels[0].items():
         label0.update(dict.fromkeys(members, label))
-    volumes = _kept_volumes(ci, hierarchy, label0, set(), {})
+    volumes = _current_volumes(ci, hierarchy, label0, {})
     return Hierarchy(
         hierarchy.levels,
         hierarchy.parents,
@@ -394,15 +649,15 @@ def with_volumes(ci: ClusterInput, hierarchy: Hierarchy) -> Hierarchy:
     )
 
 
-def _kept_volumes(
+def _current_volumes(
     ci: ClusterInput,
     prev: Hierarchy,
     label0: Mapping[str, int],
-    replaced: set[int],
     deltas: Mapping[tuple[str, str], float],
 ) -> dict[int, tuple[float, float]]:
-    """The volumes of the level-0 communities kept as they were, brought up to date by the
-    weight changes of their edges (or counted afresh once, for a hierarchy without them)."""
+    """The volumes of the previous level-0 communities' member sets on the graph as it is
+    now: the kept ones brought up to date by the weight changes of their edges (or counted
+    afresh once, for a hierarchy without them)."""
     kept = prev.level_zero_volumes()
     inside: dict[int, float] = {}
     degree: dict[int, float] = {}
@@ -424,7 +679,7 @@ def _kept_volumes(
             for lab in (la_, lb):
                 if lab is not None:
                     degree[lab] = degree.get(lab, 0.0) + w
-    return {lab: (inside.get(lab, 0.0), deg) for lab, deg in degree.items() if lab not in replaced}
+    return {lab: (inside.get(lab, 0.0), deg) for lab, deg in degree.items()}
 
 
 def _assemble(
@@ -468,7 +723,7 @@ def _assemble(
                     _Kept(node.level + 1, kid) for kid in children.get((node.level, node.label), ())
                 ]
             else:
-                levels[level][label] = frozenset(node.keys)
+                levels[level][label] = node.members
                 kids = sorted(node.children, key=lambda c: _order(prev, c))
             if parent is not None:
                 parents[level][label] = parent
@@ -487,7 +742,7 @@ def _order(prev: Hierarchy, node: _Out | _Kept) -> tuple[int, int, str]:
     """Children by descending size; made ones by their smallest key, kept ones by label."""
     if isinstance(node, _Kept):
         return (-len(prev.levels[node.level][node.label]), 1, f"{node.label:012d}")
-    return (-len(node.keys), 0, node.keys[0])
+    return (-len(node.members), 0, node.first)
 
 
 def _modularity(volumes: Mapping[int, tuple[float, float]], total: float) -> float:

@@ -5,6 +5,7 @@ as it was (the same member sets), and the clustering input says what changed."""
 
 from __future__ import annotations
 
+import collections
 import pickle
 import random
 
@@ -13,7 +14,7 @@ import pytest
 from graph.cluster_input import Changes, ClusterInput
 from graph.graph_changes import GraphChange
 from graph.leiden import Hierarchy, hierarchical_leiden
-from graph.leiden_local import maintain, with_volumes
+from graph.leiden_local import _KidOf, _place, maintain, with_volumes
 from tests.unit.test_cluster_input import random_step, refresh
 from tests.unit.test_community_run import World, base_world
 
@@ -41,9 +42,20 @@ def started(world: World) -> tuple[ClusterInput, Hierarchy]:
     return kept, full(kept)
 
 
-def maintained(kept: ClusterInput, prev: Hierarchy, changes: Changes) -> Hierarchy:
+def maintained(
+    kept: ClusterInput, prev: Hierarchy, changes: Changes, *, placing: bool = False
+) -> Hierarchy:
+    """``maintain`` at the test's sizes; ``placing``: every community over MAX_SIZE places
+    its changed members among its children (the path large communities take) instead of
+    being split again."""
     out = maintain(
-        kept, prev, changes, max_cluster_size=MAX_SIZE, seed=SEED, frontier_tolerance=0.0
+        kept,
+        prev,
+        changes,
+        max_cluster_size=MAX_SIZE,
+        seed=SEED,
+        frontier_tolerance=0.0,
+        **({"place_above": 0, "split_share": 1.0} if placing else {}),
     )
     assert out is not None
     return out
@@ -66,11 +78,12 @@ def modularity(kept: ClusterInput, h: Hierarchy) -> float:
 
 
 def assert_valid(kept: ClusterInput, h: Hierarchy) -> None:
-    """Level 0 partitions the graph's nodes into connected communities; every deeper level
-    partitions its parents' members; leaves fit; digests cover exactly the graph."""
+    """Level 0 partitions the graph's nodes; every deeper level partitions its parents'
+    members, in at least two children; every community is connected; leaves fit; digests
+    cover exactly the graph."""
     level0 = list(h.levels[0].values())
     assert sorted(k for m in level0 for k in m) == sorted(kept.adjacency)
-    for members in level0:
+    for members in (m for level in h.levels for m in level.values()):
         seen, stack = {min(members)}, [min(members)]
         while stack:
             for u in kept.adjacency[stack.pop()]:
@@ -79,6 +92,8 @@ def assert_valid(kept: ClusterInput, h: Hierarchy) -> None:
                     stack.append(u)
         assert seen == members, f"community {sorted(members)} is in pieces"
     for level in range(1, len(h.levels)):
+        kids = collections.Counter(h.parents[level].values())
+        assert min(kids.values()) >= 2, "a split community has one child"
         below: dict[int, set[str]] = {}
         for label, parent in h.parents[level].items():
             assert not below.get(parent, set()) & h.levels[level][label]
@@ -91,9 +106,10 @@ def assert_valid(kept: ClusterInput, h: Hierarchy) -> None:
     assert set(h.digests) == set(kept.adjacency)
 
 
+@pytest.mark.parametrize("placing", [False, True], ids=["split-again", "placing"])
 @pytest.mark.parametrize(("seed", "firms"), [(s, 14) for s in range(6)] + [(6, 40), (7, 60)])
 def test_after_every_change_the_maintained_hierarchy_is_valid_and_its_modularity_exact(
-    seed: int, firms: int
+    seed: int, firms: int, placing: bool
 ) -> None:
     rng = random.Random(seed)
     world = World()
@@ -110,7 +126,7 @@ def test_after_every_change_the_maintained_hierarchy_is_valid_and_its_modularity
         refresh(kept, world.view)
         changes = kept.take_changes()
         assert changes is not None
-        h = maintained(kept, h, changes)
+        h = maintained(kept, h, changes, placing=placing)
         assert_valid(kept, h)
         assert h.modularity == pytest.approx(modularity(kept, h), abs=1e-9), f"step {step}"
         depth = max(depth, len(h.levels))
@@ -209,3 +225,30 @@ def test_volumes_counted_after_a_whole_graph_run_give_leidens_own_modularity() -
     assert volumes is not None and set(volumes) == set(h.levels[0])
     same = maintained(kept, h, Changes(set(), set(), {}))
     assert same.modularity == pytest.approx(h.modularity, abs=1e-9)  # leidenalg's quality()
+
+
+def test_placed_members_join_the_child_they_are_tied_to_and_strays_form_new_children() -> None:
+    """``_place``: a free member joins the child holding most of its weight to members that
+    stay (ties to the smaller label), one tied only to free members follows them once they
+    are placed, and free members tied to nothing placed form a new child per connected
+    group."""
+    kids = {1: frozenset({"a", "b"}), 2: frozenset({"c", "d"})}
+    edges = {
+        ("b", "a"): 1.0,
+        ("x", "a"): 1.0,
+        ("x", "c"): 2.0,  # x: more weight to child 2
+        ("t", "a"): 1.0,
+        ("t", "d"): 1.0,  # t: a tie, to the smaller label
+        ("y", "x"): 3.0,  # y: only through x, placed first
+        ("p", "q"): 1.0,  # p, q: tied to nothing placed
+        ("r", "outsider"): 1.0,  # r: its one neighbour is not a member
+    }
+    adjacency: dict[str, dict[str, float]] = {}
+    for (a, b), w in edges.items():
+        adjacency.setdefault(a, {})[b] = w
+        adjacency.setdefault(b, {})[a] = w
+    members = frozenset({"a", "b", "c", "d", "x", "t", "y", "p", "q", "r"})
+    free = {"b", "x", "t", "y", "p", "q", "r"}
+    joined, fresh = _place(adjacency, members, free, _KidOf([1, 2], kids))
+    assert joined == {1: {"b", "t"}, 2: {"x", "y"}}
+    assert sorted(sorted(g) for g in fresh) == [["p", "q"], ["r"]]
