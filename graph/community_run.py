@@ -151,7 +151,8 @@ def cluster(
 
 
 def lineage(previous: tuple[Community, ...], current: tuple[Community, ...]) -> list[LineageEvent]:
-    return classify(previous, current)
+    """The run's lineage events, ``unchanged`` left out (the job publishes changes only)."""
+    return classify(previous, current, unchanged=False)
 
 
 # ---- evidence and regeneration -----------------------------------------------------------

@@ -22,7 +22,7 @@ how much of a previous community must land in a new one for that new one to be i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -67,8 +67,11 @@ def classify(
     *,
     share: float = DEFAULT_SHARE,
     size_tolerance: float = DEFAULT_SIZE_TOLERANCE,
+    unchanged: bool = True,
 ) -> list[LineageEvent]:
-    """Events of one run, sorted by level, then community id, then kind."""
+    """Events of one run, sorted by level, then community id, then kind. ``unchanged``
+    False leaves out the ``unchanged`` events: a caller that publishes changes only need not
+    have one made for every community of the graph each run."""
     if not previous:
         return _bootstrap(current) if current else []
     by_level: dict[int, tuple[list[Community], list[Community]]] = {}
@@ -84,12 +87,14 @@ def classify(
         same = {c.id for c in now if before.get(c.id) == c.entity_keys}
         old = [c for c in was if c.id not in same]
         new = [c for c in now if c.id not in same]
-        events.extend(_classify_level(level, old, new, share, size_tolerance))
-        events.extend(
-            LineageEvent("unchanged", c.id, level, len(c.entity_keys), len(c.entity_keys))
-            for c in now
-            if c.id in same
-        )
+        found = _classify_level(level, old, new, share, size_tolerance)
+        events.extend(e for e in found if unchanged or e.kind != "unchanged")
+        if unchanged:
+            events.extend(
+                LineageEvent("unchanged", c.id, level, len(c.entity_keys), len(c.entity_keys))
+                for c in now
+                if c.id in same
+            )
     events.sort(key=lambda e: (e.level, e.community_id or "", e.kind))
     return events
 
@@ -101,11 +106,31 @@ def _bootstrap(current: Sequence[Community]) -> list[LineageEvent]:
 
 
 def _overlaps(old: Sequence[Community], new: Sequence[Community]) -> dict[tuple[int, int], int]:
-    """(old index, new index) → number of shared members, for pairs that share any."""
-    owner = {key: j for j, c in enumerate(new) for key in c.entity_keys}
+    """(old index, new index) → number of shared members, for pairs that share any.
+
+    A community that kept its id mostly kept its members (the communities around hubs, a
+    tenth of the graph, change by a few members a run): its overlap with itself is one set
+    intersection, and only the members that moved are looked up one by one. A member that
+    left an old community is either in a new id or joined another kept id (it was not in
+    that one's old members: communities of a level are disjoint), so the lookup table holds
+    only the new ids' members and the kept ids' joiners."""
+    by_id = {c.id: j for j, c in enumerate(new)}
+    owner: dict[str, int] = {}
+    kept = {c.id for c in old}
+    old_members = {c.id: c.entity_keys for c in old}
+    for j, c in enumerate(new):
+        joined = c.entity_keys - old_members[c.id] if c.id in kept else c.entity_keys
+        owner.update(dict.fromkeys(joined, j))
     out: dict[tuple[int, int], int] = {}
     for i, c in enumerate(old):
-        for key in c.entity_keys:
+        moved: Iterable[str] = c.entity_keys
+        j_same = by_id.get(c.id)
+        if j_same is not None:
+            now = new[j_same].entity_keys
+            if stayed := len(c.entity_keys & now):
+                out[(i, j_same)] = stayed
+            moved = c.entity_keys - now
+        for key in moved:
             j = owner.get(key)
             if j is not None:
                 out[(i, j)] = out.get((i, j), 0) + 1

@@ -7,10 +7,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import product
 
+import pytest
+
 from graph.community_ids import HumanIds, assign_community_ids
 from graph.leiden import Hierarchy, hierarchical_leiden
 from graph.leiden_graph import build_graph
-from graph.lineage import LineageEvent, classify
+from graph.lineage import LineageEvent, _overlaps, classify
 from graph.model import Community
 from tests.unit.test_leiden import Edge, clique, cliques, node
 
@@ -152,3 +154,42 @@ class TestClassifyRules:
     def test_empty_to_empty_and_everything_removed(self) -> None:
         assert classify([], []) == []
         assert [e.kind for e in classify([comm("c-0", "ab")], [])] == ["dissolved"]
+
+
+def naive_overlaps(old: list[Community], new: list[Community]) -> dict[tuple[int, int], int]:
+    """Shared members counted key by key, for every pair."""
+    return {
+        (i, j): n
+        for i, o in enumerate(old)
+        for j, c in enumerate(new)
+        if (n := len(o.entity_keys & c.entity_keys))
+    }
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_overlaps_counted_through_kept_ids_equal_counting_every_member(seed: int) -> None:
+    """Kept ids, new ids, ended ids, members moved between kept ids, members added and
+    removed: the counting that looks up only moved members agrees with counting them all,
+    and leaving out ``unchanged`` events leaves the others as they were."""
+    rng = random.Random(seed)
+    universe = [f"k{i}" for i in range(rng.randint(5, 60))]
+    before = rng.sample(universe, rng.randint(1, len(universe)))
+    after = rng.sample(universe, rng.randint(1, len(universe)))
+    old = [
+        Community(cid, 0, None, (), frozenset(m))
+        for cid, m in _groups(rng, before, [f"c-{i}" for i in range(rng.randint(1, 8))]).items()
+    ]
+    new = [
+        Community(cid, 0, None, (), frozenset(m))
+        for cid, m in _groups(rng, after, [f"c-{i}" for i in range(3, rng.randint(4, 12))]).items()
+    ]
+    assert _overlaps(old, new) == naive_overlaps(old, new)
+    everything = classify(old, new)
+    assert classify(old, new, unchanged=False) == [e for e in everything if e.kind != "unchanged"]
+
+
+def _groups(rng: random.Random, keys: list[str], ids: list[str]) -> dict[str, set[str]]:
+    groups: dict[str, set[str]] = {}
+    for key in keys:
+        groups.setdefault(rng.choice(ids), set()).add(key)
+    return groups
