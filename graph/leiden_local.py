@@ -692,42 +692,55 @@ def _assemble(
     volumes: dict[int, tuple[float, float]],
     total: float,
 ) -> Hierarchy:
-    """``prev`` with the level-0 communities ``replaced`` (and their subtrees) taken out and
-    ``trees`` put in under new labels, level by level, breadth first. A community kept from
-    the previous hierarchy keeps its member set (the same object)."""
+    """``prev`` with the level-0 communities ``replaced`` taken out and ``trees`` put in,
+    level by level, breadth first. A previous community kept at its own level (most of a
+    large changed community's sub-hierarchy) stays where it is, with its label and its whole
+    subtree: only its parent link changes, so the work follows what was made, not the size of
+    the changed communities. Made communities get new labels; a kept one that moved to
+    another level is copied under new labels, member sets reused."""
     levels = [dict(lv) for lv in prev.levels]
     parents = [dict(pv) for pv in prev.parents]
+    stay = _in_place(trees)
     doomed = [(0, label) for label in replaced]
+    kept: set[tuple[int, int]] = set()
     while doomed:
-        level, label = doomed.pop()
+        at = doomed.pop()
+        if at in stay:
+            kept.add(at)
+            continue
+        level, label = at
         del levels[level][label]
         parents[level].pop(label, None)
-        doomed.extend((level + 1, kid) for kid in children.get((level, label), ()))
+        doomed.extend((level + 1, kid) for kid in children.get(at, ()))
     next_label = [max(lv, default=-1) + 1 for lv in levels]
-    for i, tree in enumerate(trees):  # level 0 is labelled in the order of ``trees``
-        volumes[next_label[0] + i] = (tree.inside, tree.degree)
-    queue: list[tuple[_Out | _Kept, int | None]] = [(t.node, None) for t in trees]
+    queue: list[tuple[_Out | _Kept, int | None, _Tree | None]] = [(t.node, None, t) for t in trees]
     level = 0
     while queue:
         if level == len(levels):
             levels.append({})
             parents.append({})
             next_label.append(0)
-        below: list[tuple[_Out | _Kept, int | None]] = []
-        for node, parent in queue:
-            label = next_label[level]
-            next_label[level] += 1
-            if isinstance(node, _Kept):
-                levels[level][label] = prev.levels[node.level][node.label]
-                kids: list[_Out | _Kept] = [
-                    _Kept(node.level + 1, kid) for kid in children.get((node.level, node.label), ())
-                ]
+        below: list[tuple[_Out | _Kept, int | None, _Tree | None]] = []
+        for node, parent, tree in queue:
+            kids: list[_Out | _Kept] = []
+            if isinstance(node, _Kept) and (node.level, node.label) in kept:
+                label = node.label  # in place: its subtree stays as it is
             else:
-                levels[level][label] = node.members
-                kids = sorted(node.children, key=lambda c: _order(prev, c))
+                label = next_label[level]
+                next_label[level] += 1
+                if isinstance(node, _Kept):
+                    levels[level][label] = prev.levels[node.level][node.label]
+                    kids = [
+                        _Kept(node.level + 1, k) for k in children.get((node.level, node.label), ())
+                    ]
+                else:
+                    levels[level][label] = node.members
+                    kids = sorted(node.children, key=lambda c: _order(prev, c))
             if parent is not None:
                 parents[level][label] = parent
-            below.extend((kid, label) for kid in kids)
+            if tree is not None:
+                volumes[label] = (tree.inside, tree.degree)
+            below.extend((kid, label, None) for kid in kids)
         queue = below
         level += 1
     while levels and not levels[-1]:
@@ -736,6 +749,24 @@ def _assemble(
     return Hierarchy(
         tuple(levels), tuple(parents), _modularity(volumes, total), digests, placed, volumes
     )
+
+
+def _in_place(trees: Sequence[_Tree]) -> set[tuple[int, int]]:
+    """The previous communities the trees keep at the level they were at."""
+    out: set[tuple[int, int]] = set()
+    queue: list[_Out | _Kept] = [t.node for t in trees]
+    level = 0
+    while queue:
+        below: list[_Out | _Kept] = []
+        for node in queue:
+            if isinstance(node, _Kept):
+                if node.level == level:
+                    out.add((node.level, node.label))
+            else:
+                below.extend(node.children)
+        queue = below
+        level += 1
+    return out
 
 
 def _order(prev: Hierarchy, node: _Out | _Kept) -> tuple[int, int, str]:

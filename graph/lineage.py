@@ -116,11 +116,10 @@ def _overlaps(old: Sequence[Community], new: Sequence[Community]) -> dict[tuple[
     only the new ids' members and the kept ids' joiners."""
     by_id = {c.id: j for j, c in enumerate(new)}
     owner: dict[str, int] = {}
-    kept = {c.id for c in old}
     old_members = {c.id: c.entity_keys for c in old}
     for j, c in enumerate(new):
-        joined = c.entity_keys - old_members[c.id] if c.id in kept else c.entity_keys
-        owner.update(dict.fromkeys(joined, j))
+        was = old_members.get(c.id)
+        owner.update(dict.fromkeys(c.entity_keys if was is None else c.entity_keys - was, j))
     out: dict[tuple[int, int], int] = {}
     for i, c in enumerate(old):
         moved: Iterable[str] = c.entity_keys
@@ -131,9 +130,9 @@ def _overlaps(old: Sequence[Community], new: Sequence[Community]) -> dict[tuple[
                 out[(i, j_same)] = stayed
             moved = c.entity_keys - now
         for key in moved:
-            j = owner.get(key)
-            if j is not None:
-                out[(i, j)] = out.get((i, j), 0) + 1
+            into = owner.get(key)
+            if into is not None:
+                out[(i, into)] = out.get((i, into), 0) + 1
     return out
 
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
-from graph.aggregates import description_fingerprint
+from graph.aggregates import EntityAggregate, RelationshipAggregate, description_fingerprint
 from graph.graph_view import GraphView
 from graph.job_state import JobState, SummaryRecord, retry_blocked
+
+_Row = TypeVar("_Row")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,21 +58,32 @@ def description_sets(
     view: GraphView, slots: set[str] | None = None
 ) -> dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]]:
     """slot -> (fingerprint, ranked descriptions, names) of every entity and relationship (of
-    those in ``slots`` when given)."""
+    those in ``slots`` when given: looked up, so a run visits what changed, not every row)."""
     out: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
-    for key, ent in view.entities.items():
-        slot = f"e:{key}"
-        if slots is None or slot in slots:
-            out[slot] = (description_fingerprint(ent), _ranked(ent.descriptions.items), (ent.name,))
-    for key, rel in view.relationships.items():
-        slot = f"r:{key}"
-        if slots is None or slot in slots:
-            out[slot] = (
-                description_fingerprint(rel),
-                _ranked(rel.descriptions.items),
-                (rel.source_name, rel.target_name),
-            )
+    entities: Iterable[tuple[str, EntityAggregate]] = view.entities.items()
+    relationships: Iterable[tuple[str, RelationshipAggregate]] = view.relationships.items()
+    if slots is not None:
+        entities = _rows(view.entities, slots, "e:")
+        relationships = _rows(view.relationships, slots, "r:")
+    for key, ent in entities:
+        out[f"e:{key}"] = (
+            description_fingerprint(ent),
+            _ranked(ent.descriptions.items),
+            (ent.name,),
+        )
+    for key, rel in relationships:
+        out[f"r:{key}"] = (
+            description_fingerprint(rel),
+            _ranked(rel.descriptions.items),
+            (rel.source_name, rel.target_name),
+        )
     return out
+
+
+def _rows(rows: Mapping[str, _Row], slots: set[str], prefix: str) -> list[tuple[str, _Row]]:
+    """The rows the ``prefix`` slots of ``slots`` name that exist, by key."""
+    keys = sorted(s[len(prefix) :] for s in slots if s.startswith(prefix))
+    return [(k, row) for k in keys if (row := rows.get(k)) is not None]
 
 
 def _slots_to_visit(state: JobState, touched: set[str] | None) -> set[str] | None:

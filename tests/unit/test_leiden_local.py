@@ -106,6 +106,20 @@ def assert_valid(kept: ClusterInput, h: Hierarchy) -> None:
     assert set(h.digests) == set(kept.adjacency)
 
 
+def kept_at_their_level(before: Hierarchy, after: Hierarchy) -> int:
+    """How many communities below level 0 ``after`` kept from ``before`` at the same level
+    (the same member-set object); each must have kept its label too (its subtree stays as
+    it was, only its parent link may change)."""
+    count = 0
+    for level in range(1, min(len(after.levels), len(before.levels))):
+        label_of = {id(m): label for label, m in before.levels[level].items()}
+        for label, members in after.levels[level].items():
+            if (was := label_of.get(id(members))) is not None:
+                assert was == label, f"level {level}: kept community relabelled {was} -> {label}"
+                count += 1
+    return count
+
+
 @pytest.mark.parametrize("placing", [False, True], ids=["split-again", "placing"])
 @pytest.mark.parametrize(("seed", "firms"), [(s, 14) for s in range(6)] + [(6, 40), (7, 60)])
 def test_after_every_change_the_maintained_hierarchy_is_valid_and_its_modularity_exact(
@@ -120,17 +134,19 @@ def test_after_every_change_the_maintained_hierarchy_is_valid_and_its_modularity
     world.view.take_touched()
     assert kept.take_changes() is None  # a fresh build: what changed is not known
     h = full(kept)
-    depth = len(h.levels)
+    depth, in_place = len(h.levels), 0
     for step in range(firms * 2, firms * 2 + 40):
         random_step(world, rng, names, step)
         refresh(kept, world.view)
         changes = kept.take_changes()
         assert changes is not None
-        h = maintained(kept, h, changes, placing=placing)
+        before, h = h, maintained(kept, h, changes, placing=placing)
         assert_valid(kept, h)
         assert h.modularity == pytest.approx(modularity(kept, h), abs=1e-9), f"step {step}"
         depth = max(depth, len(h.levels))
+        in_place += kept_at_their_level(before, h)
     assert firms < 40 or depth >= 3, "the larger graphs have levels below level 1 to maintain"
+    assert firms < 40 or not placing or in_place, "placing keeps sub-communities where they are"
 
 
 def test_what_the_changes_did_not_reach_keeps_its_member_sets_and_labels() -> None:
