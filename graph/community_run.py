@@ -34,7 +34,7 @@ from graph.job_state import JobState
 from graph.leiden import Hierarchy, hierarchical_leiden, scratch_modularity
 from graph.leiden_graph import WeightedGraph, build_graph
 from graph.leiden_local import maintain, with_volumes
-from graph.lineage import LineageEvent, classify
+from graph.lineage import LineageEvent, classify, same_members
 from graph.model import Community
 from graph.report_context import ReportClaim, ReportEntity, ReportGraph, ReportRelationship
 from graph.snapshot_assembly import degrees
@@ -178,7 +178,7 @@ def planning_scope(
     scope: set[str] = set()
     for c in everything:
         if (
-            before.get(c.id) != c.entity_keys
+            not same_members(before.get(c.id), c.entity_keys)
             or c.id not in state.bases
             or f"report:{c.id}" in state.failures
             or not touched.isdisjoint(c.entity_keys)

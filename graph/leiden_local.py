@@ -129,15 +129,14 @@ def _maintain(
     for label, members in prev.levels[0].items():
         label0.update(dict.fromkeys(members, label))
     total = sum(strengths.values())
-    moved_to = _local_moves(
-        frontier, adjacency, strengths, label0, prev.levels[0], total, limits.seed
-    )
+    volumes = _current_volumes(ci, prev, label0, changes.deltas)
+    degrees = {label: degree for label, (_, degree) in volumes.items()}
+    moved_to = _local_moves(frontier, adjacency, strengths, label0, degrees, total, limits.seed)
     groups, changed = _new_level_zero(prev, label0, frontier, gone, moved_to)
     for label in sorted({label0[v] for v in changes.cut if v in label0}):
         if label not in changed:
             changed[label] = _Change(prev.levels[0][label], frozenset(), frozenset())
     env = _Env(prev, prev.children_index(), label0, set(frontier), changes.cut, ci, limits)
-    volumes = _current_volumes(ci, prev, label0, changes.deltas)
     trees: list[_Tree] = []
     for label, change in changed.items():
         trees.extend(_changed_tree(env, label, change, volumes.pop(label, None)))
@@ -152,15 +151,16 @@ def _local_moves(
     neighbours: Mapping[str, Mapping[str, float]],
     sizes: Mapping[str, float],
     group_of: Mapping[str, int],
-    groups: Mapping[int, frozenset[str]],
+    group_sizes: Mapping[int, float],
     total: float,
     seed: int,
 ) -> dict[str, int | tuple[int]]:
     """Where each free node goes: a previous group's label, or ``(n,)`` for the n-th new
     group (free nodes only). Every other node of the scope stays in its previous group
     (``group_of``), each group contracted into one fixed node of its fixed members' total
-    size; ``neighbours`` of the free nodes and ``sizes`` (weighted degrees) are those of the
-    scope, and ``total`` their sum over the whole scope."""
+    size (``group_sizes``, the group's total, less its free members'); ``neighbours`` of the
+    free nodes and ``sizes`` (weighted degrees) are those of the scope, and ``total`` their
+    sum over the whole scope."""
     if not free or total <= 0:
         return {}
     index = {v: i for i, v in enumerate(free)}
@@ -175,8 +175,12 @@ def _local_moves(
     supers = sorted(touched)
     at = {lab: f + i for i, lab in enumerate(supers)}
     node_sizes = [sizes[v] for v in free]
+    free_size: dict[int, float] = {}
+    for v in free:
+        if (lab := group_of.get(v)) is not None:
+            free_size[lab] = free_size.get(lab, 0.0) + sizes[v]
     for lab in supers:  # the fixed part of each group
-        node_sizes.append(sum(sizes.get(u, 0.0) for u in groups[lab] if u not in index))
+        node_sizes.append(max(0.0, group_sizes[lab] - free_size.get(lab, 0.0)))
     weights: dict[tuple[int, int], float] = {}
     for v in free:
         i = index[v]

@@ -84,7 +84,7 @@ def classify(
         # a community with the id and members it had is unchanged, and shares no member with
         # any other community of its level: only the rest needs the overlap counting
         before = {c.id: c.entity_keys for c in was}
-        same = {c.id for c in now if before.get(c.id) == c.entity_keys}
+        same = {c.id for c in now if same_members(before.get(c.id), c.entity_keys)}
         old = [c for c in was if c.id not in same]
         new = [c for c in now if c.id not in same]
         found = _classify_level(level, old, new, share, size_tolerance)
@@ -97,6 +97,12 @@ def classify(
             )
     events.sort(key=lambda e: (e.level, e.community_id or "", e.kind))
     return events
+
+
+def same_members(a: frozenset[str] | None, b: frozenset[str]) -> bool:
+    """Equal member sets, the same object first: a kept community keeps its member-set
+    object, and ``==`` on two sets compares every member even when they are one object."""
+    return a is b or a == b
 
 
 def _bootstrap(current: Sequence[Community]) -> list[LineageEvent]:
