@@ -129,7 +129,12 @@ def assign_community_ids(
     *,
     threshold: float = DEFAULT_JACCARD_THRESHOLD,
 ) -> StableCommunities:
-    """Give each community of ``hierarchy`` a stable id by matching it to ``previous``."""
+    """Give each community of ``hierarchy`` a stable id by matching it to ``previous``.
+
+    A community the clustering kept as it was (``graph.leiden_local`` keeps most of them, with
+    the previous member-set object) has that previous community's id at once: its members
+    are equal, which the matching rule matches first anyway. Only the others go through
+    ``match_level``, so the cost follows what the run changed."""
     if not 0 < threshold <= 1:
         raise ValueError(f"threshold must be in (0, 1], got {threshold}")
     ids: list[dict[int, str]] = []
@@ -137,19 +142,32 @@ def assign_community_ids(
     previous_by_level: dict[int, list[Community]] = {}
     for c in previous:
         previous_by_level.setdefault(c.level, []).append(c)
+    # the same object is the same members; ids of live objects do not repeat
+    by_object = {id(c.entity_keys): c for c in previous}
     for level, communities in enumerate(hierarchy.levels):
-        parent_ids = {lab: ids[level - 1][p] for lab, p in hierarchy.parents[level].items()}
-        old = previous_by_level.get(level, [])
-        level_ids = match_level(communities, parent_ids, old, threshold)
-        for label in sorted(communities):
-            if label not in level_ids:
-                level_ids[label] = f"\x00unmatched-{label}"  # no previous parent id equals it
-                fresh.append((level, label))
+        level_ids: dict[int, str] = {}
+        rest: dict[int, frozenset[str]] = {}
+        for label, members in communities.items():
+            kept = by_object.get(id(members))
+            if kept is not None and kept.level == level and kept.entity_keys is members:
+                level_ids[label] = kept.id
+            else:
+                rest[label] = members
+        if rest:
+            used = set(level_ids.values())
+            old = [c for c in previous_by_level.get(level, []) if c.id not in used]
+            parents = hierarchy.parents[level]
+            parent_ids = {lab: ids[level - 1][parents[lab]] for lab in rest if lab in parents}
+            level_ids.update(match_level(rest, parent_ids, old, threshold))
+            for label in sorted(rest):
+                if label not in level_ids:
+                    level_ids[label] = f"\x00unmatched-{label}"  # no previous id equals it
+                    fresh.append((level, label))
         ids.append(level_ids)
     new_ids, human_ids = _fresh_ids(human_ids, len(fresh), {c.id for c in previous})
     for (level, label), new_id in zip(fresh, new_ids, strict=True):
         ids[level][label] = new_id
-    out = _communities(hierarchy, ids)
+    out = _communities(hierarchy, ids, previous)
     return StableCommunities(out, human_ids.assign(COMMUNITY_KIND, (c.id for c in out)))
 
 
@@ -220,22 +238,34 @@ def _fresh_ids(human_ids: HumanIds, count: int, taken: set[str]) -> tuple[list[s
     )
 
 
-def _communities(hierarchy: Hierarchy, ids: list[dict[int, str]]) -> tuple[Community, ...]:
+def _communities(
+    hierarchy: Hierarchy, ids: list[dict[int, str]], previous: Sequence[Community]
+) -> tuple[Community, ...]:
+    """The communities with their ids and links; a previous ``Community`` that is the same in
+    every field (most of them, run after run) is reused instead of built again."""
     children: dict[tuple[int, int], list[str]] = {}
     for level in range(1, len(hierarchy.levels)):
         for label, parent in sorted(hierarchy.parents[level].items()):
             children.setdefault((level - 1, parent), []).append(ids[level][label])
+    before = {c.id: c for c in previous}
     out: list[Community] = []
     for level, communities in enumerate(hierarchy.levels):
+        level_ids, parents = ids[level], hierarchy.parents[level]
+        above = ids[level - 1] if level else {}
         for label in sorted(communities):
-            up = hierarchy.parents[level].get(label)
-            out.append(
-                Community(
-                    id=ids[level][label],
-                    level=level,
-                    parent=None if up is None else ids[level - 1][up],
-                    children=tuple(children.get((level, label), ())),
-                    entity_keys=communities[label],
-                )
-            )
+            cid, members = level_ids[label], communities[label]
+            up = parents.get(label)
+            parent_id = None if up is None else above[up]
+            kids = tuple(children.get((level, label), ()))
+            was = before.get(cid)
+            if (
+                was is not None
+                and was.entity_keys is members
+                and was.parent == parent_id
+                and was.children == kids
+                and was.level == level
+            ):
+                out.append(was)
+            else:
+                out.append(Community(cid, level, parent_id, kids, members))
     return tuple(out)

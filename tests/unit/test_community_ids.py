@@ -97,6 +97,55 @@ class TestStability:
         assert back not in {c.id for c in s1.communities} and back == "c-4"
 
 
+def copied(h: Hierarchy) -> Hierarchy:
+    """``h`` with every member set an equal new object (as from a checkpoint that did not
+    keep them shared)."""
+    levels = tuple({lab: frozenset(set(m)) for lab, m in lv.items()} for lv in h.levels)
+    return Hierarchy(levels, h.parents, h.modularity, h.digests)
+
+
+class TestKeptObjects:
+    @pytest.mark.parametrize("seed", range(5))
+    def test_kept_member_sets_give_the_ids_equal_ones_would(self, seed: int) -> None:
+        """Ids taken at once for member sets the clustering kept (the same objects) are
+        those the matching gives to equal sets, and an unchanged community is the previous
+        ``Community`` object itself."""
+        nodes, edges = modules(20, 15, 0.5, 40, seed=seed)
+        h1 = run(nodes, edges)
+        s1 = stable(h1)
+        rng = random.Random(seed)
+        changed: list[Edge] = list(edges)
+        for _ in range(len(edges) // 50):
+            changed.pop(rng.randrange(len(changed)))
+            a, b = rng.sample(nodes, 2)
+            changed.append((a, b, 1.0))
+        h2 = run(nodes, changed, previous=h1)
+        # h2 reuses h1's objects where a community is unchanged: share them explicitly
+        objects = {m: m for lv in h1.levels for m in lv.values()}
+        shared = Hierarchy(
+            tuple({lab: objects.get(m, m) for lab, m in lv.items()} for lv in h2.levels),
+            h2.parents,
+            h2.modularity,
+            h2.digests,
+        )
+        fast = stable(shared, s1)
+        slow = stable(copied(shared), s1)
+        assert [(c.id, c.level, c.parent, c.children) for c in fast.communities] == [
+            (c.id, c.level, c.parent, c.children) for c in slow.communities
+        ]
+        assert fast.human_ids == slow.human_ids
+        reused = {c.id for c in s1.communities} & {
+            c.id for c in fast.communities if any(c is p for p in s1.communities)
+        }
+        unchanged = {
+            c.id
+            for c in fast.communities
+            for p in s1.communities
+            if p.id == c.id and p == c and p.entity_keys is c.entity_keys
+        }
+        assert unchanged and reused == unchanged
+
+
 class TestMatchLevel:
     def test_threshold_is_inclusive(self) -> None:
         old = [comm("c-old", "abc")]
