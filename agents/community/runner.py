@@ -313,7 +313,13 @@ class Runner:
         self.absorb_now()
         self._absorbing = False  # ids and the clustering are computed from the view now
         adopt_committed_ids(self._store(), state)
-        state.human_ids = assign_record_ids(view, state.human_ids)
+        # rows without a human id are among those written since the last commit (each
+        # commit numbers what it takes): those alone, unless what changed is not known
+        state.human_ids = (
+            assign_record_ids(view, state.human_ids)
+            if touched is None
+            else fresh_ids(view, state.human_ids, view.fresh)
+        )
         hierarchy, communities, human_ids, drift = cluster(
             view, state, self.params, _with_absorbed(touched, view.touched_so_far())
         )

@@ -22,6 +22,7 @@ from agents.community import runner
 from agents.community.job import Feed
 from agents.community.runner import light_commit
 from core.graph_tables import GraphTables, open_graph_store
+from graph.community_run import assign_record_ids
 from graph.graph_changes import entity_changed, text_unit_retracted
 from graph.graph_view import GraphView
 from graph.keys import entity_key
@@ -381,3 +382,26 @@ class TestDuringARun:
         regenerated = {r.id for r in snap.community_reports if r.generated_in == snap.meta.version}
         assert regenerated and result["regenerated"] == len(regenerated)
         assert not [r for r in snap.community_reports if r.generated_in == light]
+
+
+async def test_every_row_has_a_human_id_after_runs_and_light_commits(tmp_path: Path) -> None:
+    """A run numbers only the rows written since the last commit: with light commits
+    between runs or without, every row the view holds has its id after each run (the scan
+    of every row would number nothing more)."""
+    world, job = base_world(), Job(settings_for(tmp_path))
+    await job.run(world.view)
+    for i in range(4):
+        world.say(
+            f"doc-{i}",
+            [(f"Nova {i}", f"Nova {i} opened."), ("Orion A 0", f"Orion A 0 met Nova {i}.")],
+            [(f"Nova {i}", "Orion A 0", f"Nova {i} hired Orion A 0.")],
+        )
+        if i % 2:
+            assert light_commit(store_of(job), job.state, "offline") is not None
+        await job.run(world.view)
+        ids = job.state.human_ids
+        assert assign_record_ids(world.view, ids) is ids, f"run {i}: a row without an id"
+        rows = store_of(job).load()
+        for name in ("entities", "relationships", "text_units", "documents"):
+            hrids = [r.human_readable_id for r in getattr(rows, name)]
+            assert len(hrids) == len(set(hrids)), f"{name}: an id names two rows"
