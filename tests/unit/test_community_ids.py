@@ -31,6 +31,16 @@ def ids_by_members(s: StableCommunities) -> dict[frozenset[str], str]:
     return {c.entity_keys: c.id for c in s.communities}
 
 
+def rewired(nodes: list[str], edges: list[Edge], per: int, rng: random.Random) -> list[Edge]:
+    """``edges`` with one in ``per`` replaced by an edge between two random nodes."""
+    changed = list(edges)
+    for _ in range(len(edges) // per):
+        changed.pop(rng.randrange(len(changed)))
+        a, b = rng.sample(nodes, 2)
+        changed.append((a, b, 1.0))
+    return changed
+
+
 def comm(cid: str, keys: str, level: int = 0, parent: str | None = None) -> Community:
     return Community(cid, level, parent, (), frozenset(keys))
 
@@ -58,13 +68,7 @@ class TestStability:
         nodes, edges = modules(30, 20, 0.5, 60, seed=11)
         h1 = run(nodes, edges)
         s1 = stable(h1)
-        rng = random.Random(4)
-        changed: list[Edge] = list(edges)
-        for _ in range(len(edges) // 200):
-            changed.pop(rng.randrange(len(changed)))
-            a, b = rng.sample(nodes, 2)
-            changed.append((a, b, 1.0))
-        h2 = run(nodes, changed, previous=h1)
+        h2 = run(nodes, rewired(nodes, edges, 200, random.Random(4)), previous=h1)
         s2 = stable(h2, s1)
         kept = {c.id for c in s1.communities} & {c.id for c in s2.communities}
         assert len(kept) >= 0.9 * len(s1.communities)
@@ -113,13 +117,7 @@ class TestKeptObjects:
         nodes, edges = modules(20, 15, 0.5, 40, seed=seed)
         h1 = run(nodes, edges)
         s1 = stable(h1)
-        rng = random.Random(seed)
-        changed: list[Edge] = list(edges)
-        for _ in range(len(edges) // 50):
-            changed.pop(rng.randrange(len(changed)))
-            a, b = rng.sample(nodes, 2)
-            changed.append((a, b, 1.0))
-        h2 = run(nodes, changed, previous=h1)
+        h2 = run(nodes, rewired(nodes, edges, 50, random.Random(seed)), previous=h1)
         # h2 reuses h1's objects where a community is unchanged: share them explicitly
         objects = {m: m for lv in h1.levels for m in lv.values()}
         shared = Hierarchy(
