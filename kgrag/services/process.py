@@ -7,6 +7,7 @@ matches the recorded one, so a recycled pid of someone else's process is never k
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -14,6 +15,7 @@ import signal
 import socket
 import subprocess
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,6 +27,18 @@ from core.errors import MissingToolError, PortInUseError, ServiceError
 # Children started by this process, kept so they are reaped (not leaked as zombies or
 # reported as "still running" when the Popen object is collected) if we stop them ourselves.
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+@atexit.register
+def _hand_off_children() -> None:
+    """Services outlive the command that started them (``up`` then exit is the normal case),
+    so a child still running at exit is handed off, not leaked. Python would still print
+    "subprocess N is still running" for each: the ``weaviate`` package turns every warning on
+    when imported. Forget them quietly at exit, after every other use of ``_CHILDREN``."""
+    warnings.filterwarnings(
+        "ignore", message=r"subprocess \d+ is still running", category=ResourceWarning
+    )
+    _CHILDREN.clear()
 
 
 @dataclass(frozen=True, slots=True)
