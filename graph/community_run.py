@@ -23,7 +23,7 @@ from graph.community_ids import HumanIds, assign_community_ids
 from graph.evidence import (
     EntityFacts,
     EvidenceIndex,
-    EvidenceSet,
+    LiveEvidence,
     RegenerationPlan,
     RelationshipFacts,
     claim_text,
@@ -173,14 +173,18 @@ def planning_scope(
     everything = list(communities)
     if touched is None:
         return everything
-    before = {c.id: c.entity_keys for c in previous}
+    before = {c.id: c for c in previous}
     by_id = {c.id: c for c in everything}
+    failed = {item[7:] for item in state.failures if item.startswith("report:")}
+    bases = state.bases
     scope: set[str] = set()
     for c in everything:
+        was = before.get(c.id)
         if (
-            not same_members(before.get(c.id), c.entity_keys)
-            or c.id not in state.bases
-            or f"report:{c.id}" in state.failures
+            # the same object (kept by the clustering and ``community_ids``) has its members
+            (was is not c and (was is None or not same_members(was.entity_keys, c.entity_keys)))
+            or c.id not in bases
+            or c.id in failed
             or not touched.isdisjoint(c.entity_keys)
         ):
             node: Community | None = c
@@ -229,7 +233,7 @@ def evidence_index(view: GraphView, state: JobState, touched: Touched | None) ->
 
 def plan_reports(
     communities: Iterable[Community],
-    evidence: Mapping[str, EvidenceSet],
+    evidence: Mapping[str, LiveEvidence],
     state: JobState,
     params: RunParams,
     sizes: Mapping[str, int] | None = None,

@@ -40,6 +40,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Literal
 
@@ -47,6 +48,9 @@ from graph.model import Community
 from graph.report_context import ReportClaim
 
 EvidenceSet = frozenset[str]  # fingerprints, 16 hex characters each
+# a community's current evidence as ``evidence_of`` gives it: valid until the next update
+# (a large community's is the remembered set, carried over in place run after run)
+LiveEvidence = AbstractSet[str]
 Reason = Literal["no_report", "membership_changed", "new_evidence", "child_report_regenerated"]
 
 _FP_BYTES = 8
@@ -115,11 +119,15 @@ class EvidenceIndex:
         # relationship key -> (sorted pair, its facts); several keys may share a pair (A->B, B->A)
         self._relationships: dict[str, tuple[tuple[str, str], frozenset[str]]] = {}
         self._by_pair: dict[tuple[str, str], set[str]] = {}
-        # community id -> (members, evidence) when last counted (``evidence_of``)
-        self.memo: dict[str, tuple[frozenset[str], EvidenceSet]] = {}
-        # touched entity -> its facts, and its edges' facts, before this run's update
+        # community id -> (members, evidence) when last counted (``evidence_of``); the set is
+        # updated in place, so carrying a hub's evidence over costs what moved
+        self.memo: dict[str, tuple[frozenset[str], set[str]]] = {}
+        # before this run's update: touched entity -> its facts, rewritten pair -> its facts
         self._before: (
-            tuple[dict[str, frozenset[str]], dict[str, dict[str, frozenset[str]]]] | None
+            tuple[dict[str, frozenset[str]], dict[tuple[str, str], frozenset[str]]] | None
+        ) = None
+        self._pairs_index: (
+            tuple[dict[tuple[str, str], frozenset[str]], dict[str, list[tuple[str, str]]]] | None
         ) = None
 
     @classmethod
@@ -179,6 +187,8 @@ class EvidenceIndex:
 
     def _set_pair(self, pair: tuple[str, str]) -> None:
         a, b = pair
+        if self._before is not None and pair not in self._before[1]:
+            self._before[1][pair] = self.edge_facts.get(a, {}).get(b, frozenset())
         prints: set[str] = set()
         for key in self._by_pair.get(pair, ()):
             prints.update(self._relationships[key][1])
@@ -192,29 +202,31 @@ class EvidenceIndex:
 
     def begin_update(self, touched: Iterable[str]) -> None:
         """Note what the entities a run's changes touched hold before the run updates them
-        (their facts and their edges' facts), so ``evidence_of`` can carry a large
-        community's evidence over from the last run instead of counting it afresh. Every
-        change to an entity's or a relationship's facts touches the entities it names."""
-        entities: dict[str, frozenset[str]] = {}
-        edges: dict[str, dict[str, frozenset[str]]] = {}
-        for key in touched:
-            entities[key] = self.entity_facts.get(key, frozenset())
-            edges[key] = dict(self.edge_facts.get(key, {}))
-        self._before = (entities, edges)
+        (their facts; the pairs the update rewrites note their facts as they go), so
+        ``evidence_of`` can carry a large community's evidence over from the last time
+        instead of counting it afresh. Every change to an entity's or a relationship's facts
+        touches the entities it names."""
+        self._before = ({k: self.entity_facts.get(k, frozenset()) for k in touched}, {})
 
-    def evidence_of(self, community_id: str, members: frozenset[str]) -> EvidenceSet:
+    def evidence_of(self, community_id: str, members: frozenset[str]) -> LiveEvidence:
         """``community_evidence`` of a community, carried over from the last time it was
         asked for (remembered for communities of at least ``MEMO_MIN_MEMBERS`` members):
         the facts of members that left or were touched taken out as they were, those of
         members that came or were touched put in as they are. Exactly the evidence counted
         afresh (fingerprints have one owner each, so the evidence is a disjoint union), at
-        the cost of what changed rather than the size of the community."""
+        the cost of what changed rather than the size of the community. The remembered set
+        is updated in place: copy what must outlive the next update (a report's basis)."""
         memo, before = self.memo, self._before
         known = memo.get(community_id)
         if known is None or before is None:
-            evidence = self.community_evidence(members)
+            fresh = self.community_evidence(members)
+            if len(members) < MEMO_MIN_MEMBERS:
+                memo.pop(community_id, None)
+                return fresh
+            evidence = set(fresh)
         else:
-            evidence = self._carried(known[0], known[1], members, before)
+            evidence = known[1]
+            self._carry(known[0], evidence, members, before)
         if len(members) >= MEMO_MIN_MEMBERS:
             memo[community_id] = (members, evidence)
         else:
@@ -224,59 +236,75 @@ class EvidenceIndex:
     def end_update(self, community_ids: Collection[str]) -> None:
         """The run's evidence is counted: drop what ``begin_update`` noted, and the
         remembered evidence of communities that are gone."""
-        self._before = None
+        self._before, self._pairs_index = None, None
         for gone in [cid for cid in self.memo if cid not in community_ids]:
             del self.memo[gone]
 
     def __setstate__(self, data: dict[str, object]) -> None:
-        # an index from a checkpoint written before evidence was remembered
-        vars(self).update({"memo": {}, "_before": None, **data})
+        # an index from a checkpoint written before evidence was remembered, or when it was
+        # remembered as frozensets (now carried over in place)
+        vars(self).update({"memo": {}, **data, "_before": None, "_pairs_index": None})
+        for cid, (members, evidence) in list(self.memo.items()):
+            if not isinstance(evidence, set):
+                self.memo[cid] = (members, set(evidence))
 
-    def _carried(
+    def _carry(
         self,
         was: frozenset[str],
-        evidence: EvidenceSet,
+        evidence: set[str],
         members: frozenset[str],
-        before: tuple[dict[str, frozenset[str]], dict[str, dict[str, frozenset[str]]]],
-    ) -> EvidenceSet:
-        old_facts, old_edges = before
-        touched_was = [v for v in old_facts if v in was]
-        touched_now = [v for v in old_facts if v in members]
-        out: set[str] = set()
-        for v in [*(was - members), *touched_was]:
-            out.update(old_facts[v] if v in old_facts else self.entity_facts.get(v, ()))
-            for u, prints in self._edges_before(v, old_edges).items():
-                if u in was:
-                    out.update(prints)
-        kept = evidence - out
-        add: set[str] = set()
-        for v in [*(members - was), *touched_now]:
-            add.update(self.entity_facts.get(v, ()))
-            for u, prints in self.edge_facts.get(v, {}).items():
-                if u in members:
-                    add.update(prints)
-        return kept | add
+        before: tuple[dict[str, frozenset[str]], dict[tuple[str, str], frozenset[str]]],
+    ) -> None:
+        """``evidence`` (of ``was``, before the update) turned in place into that of
+        ``members`` now: out go the facts of members that left (with their edges inside
+        ``was``), the old facts of touched members and of rewritten pairs inside ``was``; in
+        come those of members that came (with their edges inside ``members``), the facts of
+        touched members and of rewritten pairs inside ``members`` as they are now. Facts
+        have one owner each, so taking out and putting back is exact, and a touched hub
+        costs its rewritten pairs, not all its edges."""
+        old_facts, old_pairs = before
+        touched_was, touched_now = _common(old_facts, was), _common(old_facts, members)
+        left, came = ((), ()) if was is members else (was - members, members - was)
+        pairs_at = self._pairs_at(old_pairs) if old_pairs else {}
+        for v in left:
+            evidence.difference_update(old_facts.get(v, self.entity_facts.get(v, ())))
+            for prints in _within(self.edge_facts.get(v, {}), was):
+                evidence.difference_update(prints)  # a rewritten pair's old facts: below
+        for v in touched_was:
+            evidence.difference_update(old_facts[v])
+            for a, b in pairs_at.get(v, ()):
+                if a in was and b in was:
+                    evidence.difference_update(old_pairs[(a, b)])
+        for v in came:
+            evidence.update(self.entity_facts.get(v, ()))
+            for prints in _within(self.edge_facts.get(v, {}), members):
+                evidence.update(prints)
+        for v in touched_now:
+            evidence.update(self.entity_facts.get(v, ()))
+            for a, b in pairs_at.get(v, ()):
+                if a in members and b in members:
+                    evidence.update(self.edge_facts.get(a, {}).get(b, ()))
 
-    def _edges_before(
-        self, key: str, old_edges: dict[str, dict[str, frozenset[str]]]
-    ) -> Mapping[str, frozenset[str]]:
-        """An entity's edges' facts before the run's update: as noted when it was touched;
-        otherwise as they are, but for edges to touched entities, as noted at those."""
-        if key in old_edges:
-            return old_edges[key]
-        now = self.edge_facts.get(key, {})
-        return {
-            u: old_edges[u].get(key, frozenset()) if u in old_edges else p for u, p in now.items()
-        }
+    def _pairs_at(
+        self, old_pairs: dict[tuple[str, str], frozenset[str]]
+    ) -> dict[str, list[tuple[str, str]]]:
+        """The rewritten pairs by end (computed once per update)."""
+        if self._pairs_index is None or self._pairs_index[0] is not old_pairs:
+            by_end: dict[str, list[tuple[str, str]]] = {}
+            for pair in old_pairs:
+                by_end.setdefault(pair[0], []).append(pair)
+                if pair[1] != pair[0]:
+                    by_end.setdefault(pair[1], []).append(pair)
+            self._pairs_index = (old_pairs, by_end)
+        return self._pairs_index[1]
 
     def community_evidence(self, members: frozenset[str]) -> EvidenceSet:
         """Facts of the members and of the edges between them."""
         out: set[str] = set()
         for key in members:
             out.update(self.entity_facts.get(key, ()))
-            for neighbour, prints in self.edge_facts.get(key, {}).items():
-                if neighbour in members:
-                    out.update(prints)
+            for prints in _within(self.edge_facts.get(key, {}), members):
+                out.update(prints)
         return frozenset(out)
 
     def relationships_within(self, keys: Collection[str]) -> list[str]:
@@ -289,7 +317,22 @@ class EvidenceIndex:
         return sorted(out)
 
 
-def unreflected(current: EvidenceSet, reflected: EvidenceSet) -> float:
+def _common(touched: Collection[str], members: Collection[str]) -> list[str]:
+    """The touched keys among ``members``, walking the smaller side."""
+    if len(touched) <= len(members):
+        return [v for v in touched if v in members]
+    return [v for v in members if v in touched]
+
+
+def _within(edges: Mapping[str, frozenset[str]], members: Collection[str]) -> list[frozenset[str]]:
+    """The facts of the edges (neighbour -> facts) that lead into ``members``, walking the
+    smaller side: a hub in a small community has thousands of edges and few members."""
+    if len(edges) <= len(members):
+        return [prints for u, prints in edges.items() if u in members]
+    return [prints for u in members if (prints := edges.get(u)) is not None]
+
+
+def unreflected(current: AbstractSet[str], reflected: AbstractSet[str]) -> float:
     """Share of ``current`` evidence missing from ``reflected``: |current − reflected| / max(1,
     |current|). Facts that disappeared since do not count; 0.0 means fully reflected."""
     return len(current - reflected) / max(1, len(current))
@@ -358,7 +401,10 @@ def _own_reason(
 ) -> Reason | None:
     if basis is None:
         return "no_report"
-    if membership_distance(basis.members, community.entity_keys) > tolerance:
+    if (
+        basis.members is not community.entity_keys
+        and membership_distance(basis.members, community.entity_keys) > tolerance
+    ):
         return "membership_changed"
     if share > threshold:
         return "new_evidence"
@@ -367,7 +413,7 @@ def _own_reason(
 
 def decide_regeneration(
     communities: Iterable[Community],
-    evidence: Mapping[str, EvidenceSet],
+    evidence: Mapping[str, LiveEvidence],
     reports: Mapping[str, ReportBasis],
     *,
     threshold: float,

@@ -43,7 +43,7 @@ from graph.community_run import (
     planning_scope,
     report_graph,
 )
-from graph.evidence import ReportBasis
+from graph.evidence import LiveEvidence, ReportBasis
 from graph.graph_view import Touched
 from graph.job_state import HISTORY_CAP, JobState, SummaryRecord, record_failure, retry_blocked
 from graph.lineage import LineageEvent
@@ -435,7 +435,7 @@ class Runner:
         self,
         communities: tuple[Community, ...],
         to_regenerate: Sequence[str],
-        evidence: dict[str, Any],
+        evidence: Mapping[str, LiveEvidence],
         version: int,
     ) -> set[str]:
         """Regenerate the stale reports, deepest level first, so parents see new children."""
@@ -478,8 +478,8 @@ class Runner:
                     mode=outcome.by,
                     version=version,
                 )
-                self.state.bases[c.id] = ReportBasis(
-                    c.entity_keys, evidence.get(c.id, frozenset()), ctx.used_child_reports
+                self.state.bases[c.id] = ReportBasis(  # a copy: the live set moves on
+                    c.entity_keys, frozenset(evidence.get(c.id, ())), ctx.used_child_reports
                 )
                 done.add(c.id)
         return done

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import graph.evidence as evidence_module
 from agents.community.runner import Runner
 from core.graph_tables import open_graph_store
 from core.settings import CommunitySettings, LLMSettings, Settings, load_settings
@@ -284,7 +285,14 @@ class TestRegeneration:
         assert all(v == 0.0 for c, v in unreflected.items() if c not in touched)
         assert snap.meta.unreflected_max == max(unreflected.values())
 
-    async def test_nothing_stays_above_the_threshold_after_a_run(self, tmp_path: Path) -> None:
+    @pytest.mark.parametrize("remembered", [False, True], ids=["counted", "carried-in-place"])
+    async def test_nothing_stays_above_the_threshold_after_a_run(
+        self, tmp_path: Path, remembered: bool, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Also when every community's evidence is remembered and carried over in place: a
+        report's basis is what it was written from, not the live set that moves on."""
+        if remembered:
+            monkeypatch.setattr(evidence_module, "MEMO_MIN_MEMBERS", 1)
         world, job = await steady_job(tmp_path)
         threshold = job.settings.community.materiality_threshold
         for i in range(6):  # one small fact at a time: each run may leave some unreflected
