@@ -74,6 +74,13 @@ def classify(
     have one made for every community of the graph each run."""
     if not previous:
         return _bootstrap(current) if current else []
+    if not unchanged:
+        # a community the run kept as it was (the same object: ``graph.community_ids``
+        # reuses it) has no event and shares no member with another of its level
+        had = {c.id: c for c in previous}
+        has = {c.id: c for c in current}
+        previous = [c for c in previous if has.get(c.id) is not c]
+        current = [c for c in current if had.get(c.id) is not c]
     by_level: dict[int, tuple[list[Community], list[Community]]] = {}
     for c in previous:
         by_level.setdefault(c.level, ([], []))[0].append(c)

@@ -186,6 +186,18 @@ def test_overlaps_counted_through_kept_ids_equal_counting_every_member(seed: int
     assert _overlaps(old, new) == naive_overlaps(old, new)
     everything = classify(old, new)
     assert classify(old, new, unchanged=False) == [e for e in everything if e.kind != "unchanged"]
+    # some communities kept as they were, the same objects (as the community job reuses them)
+    kept = [c for c in old if rng.random() < 0.5]
+    held = {k for c in kept for k in c.entity_keys}
+    taken = {c.id for c in kept}
+    rest = [k for k in after if k not in held]
+    new = kept + [
+        Community(cid, 0, None, (), frozenset(m))
+        for cid, m in _groups(rng, rest, [f"c-{i}" for i in range(3, 14)]).items()
+        if cid not in taken
+    ]
+    everything = classify(old, new)
+    assert classify(old, new, unchanged=False) == [e for e in everything if e.kind != "unchanged"]
 
 
 def _groups(rng: random.Random, keys: list[str], ids: list[str]) -> dict[str, set[str]]:
