@@ -128,13 +128,18 @@ def assign_community_ids(
     human_ids: HumanIds,
     *,
     threshold: float = DEFAULT_JACCARD_THRESHOLD,
+    previous_hierarchy: Hierarchy | None = None,
 ) -> StableCommunities:
     """Give each community of ``hierarchy`` a stable id by matching it to ``previous``.
 
     A community the clustering kept as it was (``graph.leiden_local`` keeps most of them, with
     the previous member-set object) has that previous community's id at once: its members
-    are equal, which the matching rule matches first anyway. Only the others go through
-    ``match_level``, so the cost follows what the run changed."""
+    are equal, which the matching rule matches first anyway. A changed one whose label held
+    a previous community (``previous_hierarchy``, the hierarchy ``previous`` was made from)
+    sharing more than half of their union takes that id: such a pair is each other's only
+    candidate above 1/2, so the greedy rule would match it whatever else is there, and a
+    hub's community that moved a few members costs one set intersection. Only the others go
+    through ``match_level``, so the cost follows what the run changed."""
     if not 0 < threshold <= 1:
         raise ValueError(f"threshold must be in (0, 1], got {threshold}")
     ids: list[dict[int, str]] = []
@@ -155,6 +160,9 @@ def assign_community_ids(
                 rest[label] = members
         if rest:
             used = set(level_ids.values())
+            if previous_hierarchy is not None and level < len(previous_hierarchy.levels):
+                before = previous_hierarchy.levels[level]
+                _continued(rest, before, by_object, (level, threshold), used, level_ids)
             old = [c for c in previous_by_level.get(level, []) if c.id not in used]
             parents = hierarchy.parents[level]
             parent_ids = {lab: ids[level - 1][parents[lab]] for lab in rest if lab in parents}
@@ -169,6 +177,34 @@ def assign_community_ids(
         ids[level][label] = new_id
     out = _communities(hierarchy, ids, previous)
     return StableCommunities(out, human_ids.assign(COMMUNITY_KIND, (c.id for c in out)))
+
+
+def _continued(
+    rest: dict[int, frozenset[str]],
+    labelled_before: Mapping[int, frozenset[str]],
+    by_object: Mapping[int, Community],
+    level_and_threshold: tuple[int, float],
+    used: set[str],
+    level_ids: dict[int, str],
+) -> None:
+    """Labels of ``rest`` whose previous holder of the label shares more than half of
+    their union with them take its id (moved from ``rest`` to ``level_ids``). Jaccard above
+    1/2 means a majority of each side is in the other, which no other community of either
+    level can also hold: the pair is matched by ``match_level``'s greedy rule whatever the
+    rest of the level is (when the threshold is not above what they share)."""
+    level, threshold = level_and_threshold
+    for label in list(rest):
+        was = labelled_before.get(label)
+        old = None if was is None else by_object.get(id(was))
+        if old is None or old.entity_keys is not was or old.level != level or old.id in used:
+            continue
+        members = rest[label]
+        shared = len(members & was)
+        union = len(members) + len(was) - shared
+        if 2 * shared > union and shared >= threshold * union:
+            level_ids[label] = old.id
+            used.add(old.id)
+            del rest[label]
 
 
 def match_level(

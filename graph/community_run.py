@@ -145,7 +145,11 @@ def cluster(
         if drift.rebalanced:
             hierarchy = run(True)
     stable = assign_community_ids(
-        hierarchy, state.communities, state.human_ids, threshold=params.jaccard_threshold
+        hierarchy,
+        state.communities,
+        state.human_ids,
+        threshold=params.jaccard_threshold,
+        previous_hierarchy=state.hierarchy,
     )
     return hierarchy, stable.communities, stable.human_ids, drift
 
