@@ -128,15 +128,14 @@ def assign_community_ids(
     human_ids: HumanIds,
     *,
     threshold: float = DEFAULT_JACCARD_THRESHOLD,
-    previous_hierarchy: Hierarchy | None = None,
 ) -> StableCommunities:
     """Give each community of ``hierarchy`` a stable id by matching it to ``previous``.
 
     A community the clustering kept as it was (``graph.leiden_local`` keeps most of them, with
     the previous member-set object) has that previous community's id at once: its members
-    are equal, which the matching rule matches first anyway. A changed one whose label held
-    a previous community (``previous_hierarchy``, the hierarchy ``previous`` was made from)
-    sharing more than half of their union takes that id: such a pair is each other's only
+    are equal, which the matching rule matches first anyway. A community it changed in place
+    (``Hierarchy.origins``: the previous member set it continues) that shares more than half
+    of their union with that previous community takes its id: such a pair is each other's only
     candidate above 1/2, so the greedy rule would match it whatever else is there, and a
     hub's community that moved a few members costs one set intersection. Only the others go
     through ``match_level``, so the cost follows what the run changed."""
@@ -149,6 +148,7 @@ def assign_community_ids(
         previous_by_level.setdefault(c.level, []).append(c)
     # the same object is the same members; ids of live objects do not repeat
     by_object = {id(c.entity_keys): c for c in previous}
+    origins = hierarchy.continued()
     for level, communities in enumerate(hierarchy.levels):
         level_ids: dict[int, str] = {}
         rest: dict[int, frozenset[str]] = {}
@@ -160,8 +160,8 @@ def assign_community_ids(
                 rest[label] = members
         if rest:
             used = set(level_ids.values())
-            if previous_hierarchy is not None and level < len(previous_hierarchy.levels):
-                before = previous_hierarchy.levels[level]
+            if origins:
+                before = {lab: origins[(level, lab)] for lab in rest if (level, lab) in origins}
                 _continued(rest, before, by_object, (level, threshold), used, level_ids)
             old = [c for c in previous_by_level.get(level, []) if c.id not in used]
             parents = hierarchy.parents[level]
@@ -181,21 +181,21 @@ def assign_community_ids(
 
 def _continued(
     rest: dict[int, frozenset[str]],
-    labelled_before: Mapping[int, frozenset[str]],
+    continues: Mapping[int, frozenset[str]],
     by_object: Mapping[int, Community],
     level_and_threshold: tuple[int, float],
     used: set[str],
     level_ids: dict[int, str],
 ) -> None:
-    """Labels of ``rest`` whose previous holder of the label shares more than half of
-    their union with them take its id (moved from ``rest`` to ``level_ids``). Jaccard above
-    1/2 means a majority of each side is in the other, which no other community of either
-    level can also hold: the pair is matched by ``match_level``'s greedy rule whatever the
-    rest of the level is (when the threshold is not above what they share)."""
+    """Labels of ``rest`` whose previous community (``continues``: the member set each
+    continues) shares more than half of their union with them take its id (moved from
+    ``rest`` to ``level_ids``). Jaccard above 1/2 means a majority of each side is in the
+    other, which no other community of either level can also hold: the pair is matched by
+    ``match_level``'s greedy rule whatever the rest of the level is (when the threshold is
+    not above what they share)."""
     level, threshold = level_and_threshold
-    for label in list(rest):
-        was = labelled_before.get(label)
-        old = None if was is None else by_object.get(id(was))
+    for label, was in continues.items():
+        old = by_object.get(id(was))
         if old is None or old.entity_keys is not was or old.level != level or old.id in used:
             continue
         members = rest[label]

@@ -149,7 +149,6 @@ def cluster(
         state.communities,
         state.human_ids,
         threshold=params.jaccard_threshold,
-        previous_hierarchy=state.hierarchy,
     )
     return hierarchy, stable.communities, stable.human_ids, drift
 

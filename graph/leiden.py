@@ -81,6 +81,13 @@ class Hierarchy:
     # level-0 label -> (weight inside it, sum of its members' weighted degrees), kept by
     # ``graph.leiden_local`` to update ``modularity`` without a pass over every edge
     volumes: Mapping[int, tuple[float, float]] | None = None
+    # (level, label) of a community ``graph.leiden_local`` changed in place -> the previous
+    # member set it continues, which ``graph.community_ids`` tries first for its id
+    origins: Mapping[tuple[int, int], frozenset[str]] | None = field(default=None, compare=False)
+
+    def continued(self) -> Mapping[tuple[int, int], frozenset[str]]:
+        """``origins``, also for a hierarchy unpickled from before the field existed."""
+        return getattr(self, "origins", None) or {}
 
     def level_zero_volumes(self) -> Mapping[int, tuple[float, float]] | None:
         """``volumes``, also for a hierarchy unpickled from before the field existed."""

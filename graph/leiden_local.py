@@ -283,11 +283,13 @@ class _Kept:
 
 @dataclass(frozen=True, slots=True)
 class _Out:
-    """A community made this run: its members, its smallest key, and its children."""
+    """A community made this run: its members, its smallest key, its children, and the
+    previous member set it continues (a community changed in place), if any."""
 
     members: frozenset[str]
     first: str
     children: list[_Out | _Kept]
+    origin: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -446,11 +448,11 @@ def _placed(
     the same way, one level down. A small community, one without children before, or one
     changed by more than ``split_share`` of its members is split again instead."""
     limits = env.limits
+    before = env.prev.levels[level][label]
     if len(members) <= limits.max_size:
-        return _Out(members, min(members), [])
+        return _Out(members, min(members), [], before)
     kids = env.children.get((level, label), [])
     free = env.frontier & members
-    before = env.prev.levels[level][label]
     if (
         not kids
         or len(members) <= limits.place_above
@@ -483,7 +485,7 @@ def _placed(
         children.extend(t.node for t in _trees(env, group, [], level + 1))
     if len(children) < 2:  # the change left it one child: not a split any more
         return _split_again(env, members, level, [label])
-    return _Out(members, min(members), children)
+    return _Out(members, min(members), children, before)
 
 
 class _KidOf:
@@ -717,6 +719,7 @@ def _assemble(
         parents[level].pop(label, None)
         doomed.extend((level + 1, kid) for kid in children.get(at, ()))
     next_label = [max(lv, default=-1) + 1 for lv in levels]
+    origins: dict[tuple[int, int], frozenset[str]] = {}
     queue: list[tuple[_Out | _Kept, int | None, _Tree | None]] = [(t.node, None, t) for t in trees]
     level = 0
     while queue:
@@ -740,6 +743,8 @@ def _assemble(
                 else:
                     levels[level][label] = node.members
                     kids = sorted(node.children, key=lambda c: _order(prev, c))
+                    if node.origin is not None:
+                        origins[(level, label)] = node.origin
             if parent is not None:
                 parents[level][label] = parent
             if tree is not None:
@@ -751,7 +756,13 @@ def _assemble(
         levels.pop()
         parents.pop()
     return Hierarchy(
-        tuple(levels), tuple(parents), _modularity(volumes, total), digests, placed, volumes
+        tuple(levels),
+        tuple(parents),
+        _modularity(volumes, total),
+        digests,
+        placed,
+        volumes,
+        origins,
     )
 
 

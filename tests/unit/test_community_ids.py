@@ -145,8 +145,9 @@ class TestKeptObjects:
 
 
 def moved(h: Hierarchy, rng: random.Random, share: float) -> Hierarchy:
-    """``h`` with a share of each level's communities changed in place (same labels): some
-    members moved to another label of the level, some removed; the others the same objects."""
+    """``h`` with a share of each level's communities changed in place (same labels, their
+    previous member sets as origins): some members moved to another label of the level,
+    some removed; the others the same objects."""
     levels = []
     for lv in h.levels:
         out = {lab: set(m) for lab, m in lv.items()}
@@ -164,47 +165,55 @@ def moved(h: Hierarchy, rng: random.Random, share: float) -> Hierarchy:
         {lab: p for lab, p in ps.items() if lab in levels[i] and (not i or p in levels[i - 1])}
         for i, ps in enumerate(h.parents)
     )
-    return Hierarchy(tuple(levels), parents, h.modularity, h.digests)
+    origins = {
+        (i, lab): h.levels[i][lab]
+        for i, lv in enumerate(levels)
+        for lab, m in lv.items()
+        if lab in h.levels[i] and m is not h.levels[i][lab]
+    }
+    return Hierarchy(tuple(levels), parents, h.modularity, h.digests, origins=origins)
 
 
-class TestContinuedLabels:
+def without_origins(h: Hierarchy) -> Hierarchy:
+    return Hierarchy(h.levels, h.parents, h.modularity, h.digests)
+
+
+class TestContinuedCommunities:
     @pytest.mark.parametrize("seed", range(12))
     @pytest.mark.parametrize("threshold", [0.3, 0.8])
-    def test_a_label_continued_from_the_previous_hierarchy_gets_the_id_matching_gives(
+    def test_a_community_changed_in_place_gets_the_id_matching_gives(
         self, seed: int, threshold: float
     ) -> None:
-        """Told the previous hierarchy, a changed community whose label held a previous one
-        sharing most of their union takes its id at once: the same ids (and human ids) as
+        """A changed community whose origin (the previous community it continues) shares
+        most of their union with it takes its id at once: the same ids (and human ids) as
         the matching alone gives, for small and large changes and thresholds above 1/2."""
         rng = random.Random(seed)
         h1 = run(*modules(20, 15, 0.5, 40, seed=seed))
         s1 = stable(h1, threshold=threshold)
         h2 = moved(h1, rng, share=rng.choice([0.1, 0.5, 0.9]))
-        slow = assign_community_ids(h2, s1.communities, s1.human_ids, threshold=threshold)
-        fast = assign_community_ids(
-            h2, s1.communities, s1.human_ids, threshold=threshold, previous_hierarchy=h1
+        slow = assign_community_ids(
+            without_origins(h2), s1.communities, s1.human_ids, threshold=threshold
         )
+        fast = assign_community_ids(h2, s1.communities, s1.human_ids, threshold=threshold)
         assert fast == slow
         continued = [  # the case this is about happened
-            lab
-            for lv_new, lv_old in zip(h2.levels, h1.levels, strict=False)
-            for lab, m in lv_new.items()
-            if lab in lv_old
-            and m is not lv_old[lab]
-            and 3 * len(m & lv_old[lab]) > len(m) + len(lv_old[lab])
+            at
+            for at, was in (h2.origins or {}).items()
+            if 3 * len(h2.levels[at[0]][at[1]] & was) > len(h2.levels[at[0]][at[1]]) + len(was)
         ]
         assert continued
 
-    def test_a_label_sharing_less_than_half_leaves_the_id_to_the_better_match(self) -> None:
-        """The label that held A shares a third of their union; another label shares half of
-        its union with A: that one takes A's id, the old label a new one."""
+    def test_an_origin_sharing_less_than_half_leaves_the_id_to_the_better_match(self) -> None:
+        """The community continuing A shares a third of their union with it; another shares
+        half of its union with A: that one takes A's id, the first a new one."""
         a = frozenset("abcdefghij")
         h1 = Hierarchy(({0: a},), ({},), 0.0, {})
         s1 = stable(h1)
-        h2 = Hierarchy(({0: frozenset("abcdewxyz"), 1: frozenset("fghij")},), ({},), 0.0, {})
-        fast = assign_community_ids(h2, s1.communities, s1.human_ids, previous_hierarchy=h1)
+        levels = ({0: frozenset("abcdewxyz"), 1: frozenset("fghij")},)
+        h2 = Hierarchy(levels, ({},), 0.0, {}, origins={(0, 0): a})
+        fast = assign_community_ids(h2, s1.communities, s1.human_ids)
         assert ids_by_members(fast)[frozenset("fghij")] == ids_by_members(s1)[a]
-        assert fast == assign_community_ids(h2, s1.communities, s1.human_ids)
+        assert fast == assign_community_ids(without_origins(h2), s1.communities, s1.human_ids)
 
 
 class TestMatchLevel:

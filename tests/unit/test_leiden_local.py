@@ -120,6 +120,16 @@ def kept_at_their_level(before: Hierarchy, after: Hierarchy) -> int:
     return count
 
 
+def origins_valid(before: Hierarchy, after: Hierarchy) -> int:
+    """How many communities of ``after`` name an origin; each must be a member set of
+    ``before`` at the same level (the object itself), and a community made this run."""
+    sets = {(level, id(m)) for level, lv in enumerate(before.levels) for m in lv.values()}
+    for (level, label), was in after.continued().items():
+        assert (level, id(was)) in sets, f"level {level}: origin is not a previous community"
+        assert after.levels[level][label] is not was, "a kept community has no origin"
+    return len(after.continued())
+
+
 @pytest.mark.parametrize("placing", [False, True], ids=["split-again", "placing"])
 @pytest.mark.parametrize(("seed", "firms"), [(s, 14) for s in range(6)] + [(6, 40), (7, 60)])
 def test_after_every_change_the_maintained_hierarchy_is_valid_and_its_modularity_exact(
@@ -134,7 +144,7 @@ def test_after_every_change_the_maintained_hierarchy_is_valid_and_its_modularity
     world.view.take_touched()
     assert kept.take_changes() is None  # a fresh build: what changed is not known
     h = full(kept)
-    depth, in_place = len(h.levels), 0
+    depth, in_place, continued = len(h.levels), 0, 0
     for step in range(firms * 2, firms * 2 + 40):
         random_step(world, rng, names, step)
         refresh(kept, world.view)
@@ -145,8 +155,10 @@ def test_after_every_change_the_maintained_hierarchy_is_valid_and_its_modularity
         assert h.modularity == pytest.approx(modularity(kept, h), abs=1e-9), f"step {step}"
         depth = max(depth, len(h.levels))
         in_place += kept_at_their_level(before, h)
+        continued += origins_valid(before, h)
     assert firms < 40 or depth >= 3, "the larger graphs have levels below level 1 to maintain"
     assert firms < 40 or not placing or in_place, "placing keeps sub-communities where they are"
+    assert firms < 40 or not placing or continued, "a community changed in place names its origin"
 
 
 def test_what_the_changes_did_not_reach_keeps_its_member_sets_and_labels() -> None:
