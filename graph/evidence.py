@@ -127,7 +127,8 @@ class EvidenceIndex:
             tuple[dict[str, frozenset[str]], dict[tuple[str, str], frozenset[str]]] | None
         ) = None
         self._pairs_index: (
-            tuple[dict[tuple[str, str], frozenset[str]], dict[str, list[tuple[str, str]]]] | None
+            tuple[dict[tuple[str, str], frozenset[str]], dict[str, list[tuple[str, str]]], int]
+            | None
         ) = None
 
     @classmethod
@@ -288,15 +289,17 @@ class EvidenceIndex:
     def _pairs_at(
         self, old_pairs: dict[tuple[str, str], frozenset[str]]
     ) -> dict[str, list[tuple[str, str]]]:
-        """The rewritten pairs by end (computed once per update)."""
-        if self._pairs_index is None or self._pairs_index[0] is not old_pairs:
+        """The rewritten pairs by end (computed again only when the update rewrote more:
+        pairs are only ever added to ``old_pairs`` within one update)."""
+        index = self._pairs_index
+        if index is None or index[0] is not old_pairs or index[2] != len(old_pairs):
             by_end: dict[str, list[tuple[str, str]]] = {}
             for pair in old_pairs:
                 by_end.setdefault(pair[0], []).append(pair)
                 if pair[1] != pair[0]:
                     by_end.setdefault(pair[1], []).append(pair)
-            self._pairs_index = (old_pairs, by_end)
-        return self._pairs_index[1]
+            index = self._pairs_index = (old_pairs, by_end, len(old_pairs))
+        return index[1]
 
     def community_evidence(self, members: frozenset[str]) -> EvidenceSet:
         """Facts of the members and of the edges between them."""
