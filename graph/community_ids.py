@@ -30,7 +30,7 @@ never changes once given and is never given to another key, even after its key d
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from graph.errors import GraphError
@@ -114,12 +114,43 @@ class HumanIds:
 
 
 @dataclass(frozen=True, slots=True)
+class Labelled:
+    """One run's communities by level and hierarchy label (``by_label[level][label]``), with
+    the hierarchy and the community tuple they index. The next run starts its ids from it
+    when its hierarchy names the labels it placed (``Hierarchy.made``): every other label is
+    the community it was, so only those are visited."""
+
+    hierarchy: Hierarchy
+    communities: tuple[Community, ...]
+    by_label: tuple[dict[int, Community], ...]
+
+    def indexes(self, hierarchy: Hierarchy | None, communities: tuple[Community, ...]) -> bool:
+        """Whether this is the index of that hierarchy and those communities (the objects)."""
+        return self.hierarchy is hierarchy and self.communities is communities
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """What a run changed in the communities, each side in its run's order (level by level,
+    in label order): ``before``, the previous communities that are not in the run as they
+    were (gone, or another object under their id); ``after``, the run's communities that are
+    not the previous object with their id (new, or changed in members, level or links).
+    Every other community is the same object in both runs."""
+
+    before: tuple[Community, ...]
+    after: tuple[Community, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class StableCommunities:
-    """The run's communities with stable ids (level by level, in hierarchy label order) and
-    the allocator to carry to the next run."""
+    """The run's communities with stable ids (level by level, in hierarchy label order), the
+    allocator to carry to the next run, what changed since the previous communities, and the
+    communities by label for the next run."""
 
     communities: tuple[Community, ...]
     human_ids: HumanIds
+    delta: Delta = Delta((), ())
+    labelled: Labelled | None = None
 
 
 def assign_community_ids(
@@ -128,6 +159,7 @@ def assign_community_ids(
     human_ids: HumanIds,
     *,
     threshold: float = DEFAULT_JACCARD_THRESHOLD,
+    since: Labelled | None = None,
 ) -> StableCommunities:
     """Give each community of ``hierarchy`` a stable id by matching it to ``previous``.
 
@@ -138,9 +170,17 @@ def assign_community_ids(
     of their union with that previous community takes its id: such a pair is each other's only
     candidate above 1/2, so the greedy rule would match it whatever else is there, and a
     hub's community that moved a few members costs one set intersection. Only the others go
-    through ``match_level``, so the cost follows what the run changed."""
+    through ``match_level``, so the cost follows what the run changed.
+
+    ``since``: the previous run's communities by label, when ``hierarchy`` was made from
+    ``since.hierarchy`` by ``graph.leiden_local`` (and ``previous`` is
+    ``since.communities``); with ``Hierarchy.made`` it lets the run visit the labels placed
+    and the ones that went, not every community of the graph. The result is the same."""
     if not 0 < threshold <= 1:
         raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    made = hierarchy.placed()
+    if since is not None and made is not None and since.communities is previous:
+        return _assign_placed(hierarchy, made, since, human_ids, threshold)
     ids: list[dict[int, str]] = []
     fresh: list[tuple[int, int]] = []  # (level, label) needing a new id, in allocation order
     previous_by_level: dict[int, list[Community]] = {}
@@ -148,35 +188,217 @@ def assign_community_ids(
         previous_by_level.setdefault(c.level, []).append(c)
     # the same object is the same members; ids of live objects do not repeat
     by_object = {id(c.entity_keys): c for c in previous}
-    origins = hierarchy.continued()
     for level, communities in enumerate(hierarchy.levels):
-        level_ids: dict[int, str] = {}
-        rest: dict[int, frozenset[str]] = {}
-        for label, members in communities.items():
-            kept = by_object.get(id(members))
-            if kept is not None and kept.level == level and kept.entity_keys is members:
-                level_ids[label] = kept.id
-            else:
-                rest[label] = members
-        if rest:
-            used = set(level_ids.values())
-            if origins:
-                before = {lab: origins[(level, lab)] for lab in rest if (level, lab) in origins}
-                _continued(rest, before, by_object, (level, threshold), used, level_ids)
-            old = [c for c in previous_by_level.get(level, []) if c.id not in used]
-            parents = hierarchy.parents[level]
-            parent_ids = {lab: ids[level - 1][parents[lab]] for lab in rest if lab in parents}
-            level_ids.update(match_level(rest, parent_ids, old, threshold))
-            for label in sorted(rest):
-                if label not in level_ids:
-                    level_ids[label] = f"\x00unmatched-{label}"  # no previous id equals it
-                    fresh.append((level, label))
-        ids.append(level_ids)
+        ids.append(
+            _level_ids(
+                hierarchy,
+                (level, threshold),
+                dict(communities),
+                by_object,
+                previous_by_level.get(level, []),
+                ids,
+                fresh,
+            )
+        )
     new_ids, human_ids = _fresh_ids(human_ids, len(fresh), {c.id for c in previous})
     for (level, label), new_id in zip(fresh, new_ids, strict=True):
         ids[level][label] = new_id
     out = _communities(hierarchy, ids, previous)
-    return StableCommunities(out, human_ids.assign(COMMUNITY_KIND, (c.id for c in out)))
+    had = {c.id: c for c in previous}
+    has = {c.id: c for c in out}
+    delta = Delta(
+        tuple(c for c in previous if has.get(c.id) is not c),
+        tuple(c for c in out if had.get(c.id) is not c),
+    )
+    return StableCommunities(
+        out,
+        human_ids.assign(COMMUNITY_KIND, (c.id for c in out)),
+        delta,
+        _labelled(hierarchy, out),
+    )
+
+
+def _level_ids(
+    hierarchy: Hierarchy,
+    level_and_threshold: tuple[int, float],
+    rest: dict[int, frozenset[str]],
+    by_object: Mapping[int, Community],
+    candidates: Sequence[Community],
+    ids: Sequence[Mapping[int, str]],
+    fresh: list[tuple[int, int]],
+) -> dict[int, str]:
+    """Ids of one level's communities ``rest`` (label → members; emptied as they are
+    matched): the previous community of the same object, then the one each continues, then
+    ``match_level`` against the ``candidates`` (that level's previous communities) left;
+    the labels still without one are noted in ``fresh`` and given a placeholder id."""
+    level, threshold = level_and_threshold
+    level_ids: dict[int, str] = {}
+    for label, members in list(rest.items()):
+        kept = by_object.get(id(members))
+        if kept is not None and kept.level == level and kept.entity_keys is members:
+            level_ids[label] = kept.id
+            del rest[label]
+    if not rest:
+        return level_ids
+    used = set(level_ids.values())
+    origins = hierarchy.continued()
+    if origins:
+        before = {lab: origins[(level, lab)] for lab in rest if (level, lab) in origins}
+        _continued(rest, before, by_object, level_and_threshold, used, level_ids)
+    old = [c for c in candidates if c.id not in used]
+    parents = hierarchy.parents[level]
+    parent_ids = {lab: ids[level - 1][parents[lab]] for lab in rest if lab in parents}
+    level_ids.update(match_level(rest, parent_ids, old, threshold))
+    for label in sorted(rest):
+        if label not in level_ids:
+            level_ids[label] = f"\x00unmatched-{label}"  # no previous id equals it
+            fresh.append((level, label))
+    return level_ids
+
+
+def _assign_placed(
+    hierarchy: Hierarchy,
+    made: frozenset[tuple[int, int]],
+    since: Labelled,
+    human_ids: HumanIds,
+    threshold: float,
+) -> StableCommunities:
+    """``assign_community_ids`` for a hierarchy that names the labels it placed: a label it
+    did not place has the members object, parent and children it had (``Hierarchy.made``),
+    so it is the previous community at that label; the placed labels are matched as in the
+    whole pass, against the previous communities whose labels went or were placed again
+    (the others keep their ids, which no other community can take)."""
+    levels = hierarchy.levels
+    old_labels = since.by_label
+    placed: list[list[int]] = [[] for _ in levels]
+    for level, label in made:
+        placed[level].append(label)
+    ids: list[dict[int, str]] = []  # the placed labels' ids
+    fresh: list[tuple[int, int]] = []
+    # per level, the previous communities not known to be kept: their labels went or were placed
+    loose: list[list[Community]] = []
+    for level, communities in enumerate(levels):
+        before = old_labels[level] if level < len(old_labels) else {}
+        labels = sorted(placed[level])
+        went = sorted(before.keys() - communities.keys())
+        loose.append(
+            [before[lab] for lab in sorted({*went, *(lab for lab in labels if lab in before)})]
+        )
+        by_object = {id(c.entity_keys): c for c in loose[level]}
+        ids.append(
+            _level_ids(
+                hierarchy,
+                (level, threshold),
+                {lab: communities[lab] for lab in labels},
+                by_object,
+                loose[level],
+                _Ids(ids, old_labels),
+                fresh,
+            )
+        )
+    for level in range(len(levels), len(old_labels)):
+        loose.append([old_labels[level][lab] for lab in sorted(old_labels[level])])
+    taken = {c.id for c in since.communities} if fresh else set()
+    new_ids, human_ids = _fresh_ids(human_ids, len(fresh), taken)
+    for (level, label), new_id in zip(fresh, new_ids, strict=True):
+        ids[level][label] = new_id
+    by_label, after, reused = _placed_communities(hierarchy, placed, ids, since, loose)
+    out = tuple(c for level in by_label for c in map(level.__getitem__, sorted(level)))
+    delta = Delta(tuple(c for level in loose for c in level if c.id not in reused), tuple(after))
+    return StableCommunities(
+        out,
+        human_ids.assign(COMMUNITY_KIND, (c.id for c in after)),
+        delta,
+        Labelled(hierarchy, out, tuple(by_label)),
+    )
+
+
+class _Ids(Sequence[Mapping[int, str]]):
+    """Per level, label → id for the placed labels given so far, falling back to the
+    previous run's id at that label (the labels not placed)."""
+
+    def __init__(self, placed: list[dict[int, str]], previous: tuple[dict[int, Community], ...]):
+        self._placed, self._previous = placed, previous
+
+    def __len__(self) -> int:
+        return len(self._placed)
+
+    def __getitem__(self, level: int) -> Mapping[int, str]:  # type: ignore[override]
+        previous = self._previous[level] if level < len(self._previous) else {}
+        return _LevelIds(self._placed[level], previous)
+
+
+class _LevelIds(Mapping[int, str]):
+    def __init__(self, placed: dict[int, str], previous: dict[int, Community]):
+        self._placed, self._previous = placed, previous
+
+    def __getitem__(self, label: int) -> str:
+        found = self._placed.get(label)
+        return self._previous[label].id if found is None else found
+
+    def __iter__(self) -> Iterator[int]:
+        return iter({**dict.fromkeys(self._previous), **self._placed})
+
+    def __len__(self) -> int:
+        return len({**dict.fromkeys(self._previous), **self._placed})
+
+
+def _placed_communities(
+    hierarchy: Hierarchy,
+    placed: list[list[int]],
+    ids: list[dict[int, str]],
+    since: Labelled,
+    loose: list[list[Community]],
+) -> tuple[list[dict[int, Community]], list[Community], set[str]]:
+    """The communities by label (the previous ones where not placed, with those that went
+    taken out), the placed ones that are not the previous object with their id, in order,
+    and the ids of the placed ones that are. A placed label is built as in ``_communities``;
+    its children are the placed labels under it, or, for a previous community kept in place
+    whose subtree stayed, the ones it had (its children were not placed)."""
+    levels, parents = hierarchy.levels, hierarchy.parents
+    below: dict[tuple[int, int], list[tuple[int, str, str]]] = {}
+    for level in range(1, len(levels)):
+        for label in placed[level]:
+            up = parents[level].get(label)
+            if up is not None:
+                below.setdefault((level - 1, up), []).append(
+                    _child(levels[level][label], ids[level][label])
+                )
+    kids_of = {at: _in_order(kids) for at, kids in below.items()}
+    by_label: list[dict[int, Community]] = []
+    after: list[Community] = []
+    reused: set[str] = set()
+    for level, communities in enumerate(levels):
+        previous = since.by_label[level] if level < len(since.by_label) else {}
+        here = dict(previous)
+        for gone in previous.keys() - communities.keys():
+            del here[gone]
+        prior = {c.id: c for c in loose[level]}
+        for label in sorted(placed[level]):
+            cid, members = ids[level][label], communities[label]
+            up = parents[level].get(label)
+            parent_id = None if up is None else by_label[level - 1][up].id
+            at = previous.get(label)
+            if (level, label) in kids_of or at is None or at.entity_keys is not members:
+                kids = kids_of.get((level, label), ())
+            else:
+                kids = at.children  # kept in place: its subtree is as it was
+            was = prior.get(cid)
+            if (
+                was is not None
+                and was.entity_keys is members
+                and was.parent == parent_id
+                and was.children == kids
+                and was.level == level
+            ):
+                community = was
+                reused.add(cid)
+            else:
+                community = Community(cid, level, parent_id, kids, members)
+                after.append(community)
+            here[label] = community
+        by_label.append(here)
+    return by_label, after, reused
 
 
 def _continued(
@@ -279,10 +501,14 @@ def _communities(
 ) -> tuple[Community, ...]:
     """The communities with their ids and links; a previous ``Community`` that is the same in
     every field (most of them, run after run) is reused instead of built again."""
-    children: dict[tuple[int, int], list[str]] = {}
+    below: dict[tuple[int, int], list[tuple[int, str, str]]] = {}
     for level in range(1, len(hierarchy.levels)):
-        for label, parent in sorted(hierarchy.parents[level].items()):
-            children.setdefault((level - 1, parent), []).append(ids[level][label])
+        communities = hierarchy.levels[level]
+        for label, parent in hierarchy.parents[level].items():
+            below.setdefault((level - 1, parent), []).append(
+                _child(communities[label], ids[level][label])
+            )
+    children = {at: _in_order(kids) for at, kids in below.items()}
     before = {c.id: c for c in previous}
     out: list[Community] = []
     for level, communities in enumerate(hierarchy.levels):
@@ -292,7 +518,7 @@ def _communities(
             cid, members = level_ids[label], communities[label]
             up = parents.get(label)
             parent_id = None if up is None else above[up]
-            kids = tuple(children.get((level, label), ()))
+            kids = children.get((level, label), ())
             was = before.get(cid)
             if (
                 was is not None
@@ -305,3 +531,24 @@ def _communities(
             else:
                 out.append(Community(cid, level, parent_id, kids, members))
     return tuple(out)
+
+
+def _labelled(hierarchy: Hierarchy, out: tuple[Community, ...]) -> Labelled:
+    """``out`` (level by level, in label order) indexed by label."""
+    by_label: list[dict[int, Community]] = []
+    start = 0
+    for communities in hierarchy.levels:
+        labels = sorted(communities)
+        by_label.append(dict(zip(labels, out[start : start + len(labels)], strict=True)))
+        start += len(labels)
+    return Labelled(hierarchy, out, tuple(by_label))
+
+
+def _child(members: frozenset[str], cid: str) -> tuple[int, str, str]:
+    return (-len(members), min(members), cid)
+
+
+def _in_order(kids: list[tuple[int, str, str]]) -> tuple[str, ...]:
+    """Children ids by descending size, then smallest member key: the order a whole-graph
+    run labels them in, whatever labels a maintained hierarchy kept or gave."""
+    return tuple(cid for *_, cid in sorted(kids))

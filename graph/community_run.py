@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from graph.aggregates import ClaimAggregate
 from graph.cluster_input import ClusterInput
-from graph.community_ids import HumanIds, assign_community_ids
+from graph.community_ids import Delta, HumanIds, StableCommunities, assign_community_ids
 from graph.evidence import (
     EntityFacts,
     EvidenceIndex,
@@ -34,7 +34,7 @@ from graph.job_state import JobState
 from graph.leiden import Hierarchy, hierarchical_leiden, scratch_modularity
 from graph.leiden_graph import WeightedGraph, build_graph
 from graph.leiden_local import maintain, with_volumes
-from graph.lineage import LineageEvent, classify, same_members
+from graph.lineage import LineageEvent, classify, classify_changes, same_members
 from graph.model import Community
 from graph.report_context import ReportClaim, ReportEntity, ReportGraph, ReportRelationship
 from graph.snapshot_assembly import degrees
@@ -95,7 +95,7 @@ def clustering_input(view: GraphView, state: JobState, touched: Touched | None) 
 
 def cluster(
     view: GraphView, state: JobState, params: RunParams, touched: Touched | None = None
-) -> tuple[Hierarchy, tuple[Community, ...], HumanIds, DriftCheck | None]:
+) -> tuple[Hierarchy, StableCommunities, DriftCheck | None]:
     """The graph re-clustered around what changed (the frontier), with stable ids.
 
     When the kept clustering input knows what changed since the last hierarchy, only that
@@ -144,57 +144,79 @@ def cluster(
         drift = DriftCheck(hierarchy.modularity, scratch, gap, gap > params.rebalance_gap)
         if drift.rebalanced:
             hierarchy = run(True)
+    # the previous run's communities by label, when this hierarchy was made from theirs
+    since = state.labelled if hierarchy is maintained else None
+    if since is not None and not since.indexes(state.hierarchy, state.communities):
+        since = None
     stable = assign_community_ids(
         hierarchy,
         state.communities,
         state.human_ids,
         threshold=params.jaccard_threshold,
+        since=since,
     )
-    return hierarchy, stable.communities, stable.human_ids, drift
+    return hierarchy, stable, drift
 
 
-def lineage(previous: tuple[Community, ...], current: tuple[Community, ...]) -> list[LineageEvent]:
-    """The run's lineage events, ``unchanged`` left out (the job publishes changes only)."""
-    return classify(previous, current, unchanged=False)
+def lineage(
+    previous: tuple[Community, ...], current: tuple[Community, ...], delta: Delta
+) -> list[LineageEvent]:
+    """The run's lineage events, ``unchanged`` left out (the job publishes changes only),
+    counted from what the run changed (``delta``) once there were communities before."""
+    if not previous:
+        return classify(previous, current, unchanged=False)
+    return classify_changes(delta.before, delta.after)
 
 
 # ---- evidence and regeneration -----------------------------------------------------------
 
 
 def planning_scope(
-    communities: Iterable[Community],
-    previous: Iterable[Community],
+    communities: Sequence[Community],
     touched: set[str] | None,
     state: JobState,
+    delta: Delta,
 ) -> list[Community]:
     """The communities whose report decision can differ from the last run's: new ones, those
-    whose members changed or hold a touched entity, those without a report basis (none yet,
-    or refused) or with a report failure to retry, and their ancestors (a parent must see a
+    whose members changed (``delta``: what the run changed against the previous
+    communities) or hold a touched entity, those without a report basis (none yet, or
+    refused) or with a report failure to retry, and their ancestors (a parent must see a
     child's regeneration). Every other community has the members and evidence it had, so
     its report stays as it was: a run visits what changed, not the whole graph. ``touched``
     None (unknown) plans every community."""
-    everything = list(communities)
     if touched is None:
-        return everything
-    before = {c.id: c for c in previous}
-    by_id = {c.id: c for c in everything}
-    failed = {item[7:] for item in state.failures if item.startswith("report:")}
-    bases = state.bases
+        return list(communities)
+    by_id = {c.id: c for c in communities}
+    had = {c.id: c.entity_keys for c in delta.before}
+    seeds = [c.id for c in delta.after if not same_members(had.get(c.id), c.entity_keys)]
+    seeds.extend(by_id.keys() - state.bases.keys())
+    seeds.extend({item[7:] for item in state.failures if item.startswith("report:")} & by_id.keys())
+    seeds.extend(_holding(communities, by_id, touched))
     scope: set[str] = set()
-    for c in everything:
-        was = before.get(c.id)
-        if (
-            # the same object (kept by the clustering and ``community_ids``) has its members
-            (was is not c and (was is None or not same_members(was.entity_keys, c.entity_keys)))
-            or c.id not in bases
-            or c.id in failed
-            or not touched.isdisjoint(c.entity_keys)
-        ):
-            node: Community | None = c
-            while node is not None and node.id not in scope:
-                scope.add(node.id)
-                node = by_id.get(node.parent) if node.parent is not None else None
-    return [c for c in everything if c.id in scope]
+    for cid in seeds:
+        node: Community | None = by_id[cid]
+        while node is not None and node.id not in scope:
+            scope.add(node.id)
+            node = by_id.get(node.parent) if node.parent is not None else None
+    return [c for c in communities if c.id in scope]
+
+
+def _holding(
+    communities: Sequence[Community], by_id: Mapping[str, Community], keys: set[str]
+) -> list[str]:
+    """Ids of the communities holding any of ``keys``, found from the top level down: a
+    child's members are among its parent's, so only the children of a community that holds
+    one can."""
+    if not keys:
+        return []
+    stack = [c for c in communities if c.level == 0 and not keys.isdisjoint(c.entity_keys)]
+    out: list[str] = []
+    while stack:
+        c = stack.pop()
+        out.append(c.id)
+        kids = map(by_id.__getitem__, c.children)
+        stack.extend(kid for kid in kids if not keys.isdisjoint(kid.entity_keys))
+    return out
 
 
 def evidence_index(view: GraphView, state: JobState, touched: Touched | None) -> EvidenceIndex:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from graph.cluster_input import ClusterInput
-from graph.community_ids import HumanIds
+from graph.community_ids import HumanIds, Labelled
 from graph.evidence import EvidenceIndex, ReportBasis
 from graph.graph_view import GraphView
 from graph.leiden import Hierarchy
@@ -56,6 +56,10 @@ class JobState:
     # the graph Leiden clusters, with each node's edge digest and weighted degree, updated
     # run by run from what changes touched; None: not built yet (the next run builds it)
     cluster_input: ClusterInput | None = None
+    # the communities by level and hierarchy label, for the hierarchy and communities above
+    # (checked by identity), from which the next run's ids visit only the labels it placed;
+    # None: not known (the next run matches every community)
+    labelled: Labelled | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,10 +84,18 @@ class Hierarchy:
     # (level, label) of a community ``graph.leiden_local`` changed in place -> the previous
     # member set it continues, which ``graph.community_ids`` tries first for its id
     origins: Mapping[tuple[int, int], frozenset[str]] | None = field(default=None, compare=False)
+    # (level, label) of every community ``graph.leiden_local`` placed when it made this
+    # hierarchy from the previous one: every other label has the members object, parent label
+    # and children labels it had there; None when not known (a whole-graph run)
+    made: frozenset[tuple[int, int]] | None = field(default=None, compare=False)
 
     def continued(self) -> Mapping[tuple[int, int], frozenset[str]]:
         """``origins``, also for a hierarchy unpickled from before the field existed."""
         return getattr(self, "origins", None) or {}
+
+    def placed(self) -> frozenset[tuple[int, int]] | None:
+        """``made``, also for a hierarchy unpickled from before the field existed."""
+        return getattr(self, "made", None)
 
     def level_zero_volumes(self) -> Mapping[int, tuple[float, float]] | None:
         """``volumes``, also for a hierarchy unpickled from before the field existed."""
@@ -410,7 +418,7 @@ def _groups(n: int, membership: Sequence[int]) -> tuple[list[list[int]], list[in
 def _split(ctx: RunInputs, members: list[int], edges: list[int], depth: int) -> _Node:
     """A community, re-partitioned inside itself while it is larger than ``max_size``."""
     if len(members) <= ctx.max_size:
-        return _Node(members, [])
+        return _Node(members, [], _previous_leaf(ctx, members))
     reused = _reuse(ctx, members)
     if reused is not None:
         return reused
@@ -442,25 +450,39 @@ def _reuse(ctx: RunInputs, members: list[int]) -> _Node | None:
     prev = ctx.prev
     if prev is None or any(map(prev.frontier.__getitem__, members)):
         return None
-    found = _previous_split(prev, members)
-    if found is None:
+    found = _previous_same(prev, members)
+    if found is None or found not in prev.children:
         return None
     return _copy_subtree(prev, *found, members)
 
 
-def _previous_split(prev: PreviousRun, members: list[int]) -> tuple[int, int] | None:
-    """(level, label) of the previous community that was split and has exactly ``members``,
-    found through the first member's previous labels: a community of the same size whose
-    label every member carried. Index lookups only, no member set built: a run reuses most
-    of the hierarchy, and this is done for every community it reuses."""
+def _previous_leaf(ctx: RunInputs, members: list[int]) -> tuple[int, int] | None:
+    """(level, label) of the previous leaf community with exactly ``members``, frontier or
+    not: a leaf is its members alone, so the one the split made again is that community,
+    which the caller can then keep (its member set, its label, its id) instead of making it
+    anew."""
+    if ctx.prev is None:
+        return None
+    found = _previous_same(ctx.prev, members)
+    return None if found is None or found in ctx.prev.children else found
+
+
+def _previous_same(prev: PreviousRun, members: list[int]) -> tuple[int, int] | None:
+    """(level, label) of the previous community with exactly ``members``, found through the
+    first member's previous labels, from the top: the first of its communities with the
+    same size, when every member carried that label. Levels where it has no label are
+    above those the labels were looked up for (or it is new). Index lookups only, no member
+    set built: a run reuses most of the hierarchy, and this is done for every community it
+    reuses."""
     first = members[0]
     for level, labels in enumerate(prev.labels):
         label = labels[first]
         if label is None:
-            return None  # not in the previous hierarchy from this level down
-        if (level, label) not in prev.children or len(prev.levels[level][label]) != len(members):
             continue
-        if list(map(labels.__getitem__, members)).count(label) == len(members):
+        size = len(prev.levels[level][label])
+        if size > len(members):
+            continue
+        if size == len(members) and list(map(labels.__getitem__, members)).count(label) == size:
             return level, label
         return None
     return None

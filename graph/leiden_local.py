@@ -720,6 +720,7 @@ def _assemble(
         doomed.extend((level + 1, kid) for kid in children.get(at, ()))
     next_label = [max(lv, default=-1) + 1 for lv in levels]
     origins: dict[tuple[int, int], frozenset[str]] = {}
+    made: set[tuple[int, int]] = set()
     queue: list[tuple[_Out | _Kept, int | None, _Tree | None]] = [(t.node, None, t) for t in trees]
     level = 0
     while queue:
@@ -745,6 +746,7 @@ def _assemble(
                     kids = sorted(node.children, key=lambda c: _order(prev, c))
                     if node.origin is not None:
                         origins[(level, label)] = node.origin
+            made.add((level, label))
             if parent is not None:
                 parents[level][label] = parent
             if tree is not None:
@@ -763,6 +765,7 @@ def _assemble(
         placed,
         volumes,
         origins,
+        frozenset(made),
     )
 
 

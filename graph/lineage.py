@@ -81,6 +81,30 @@ def classify(
         has = {c.id: c for c in current}
         previous = [c for c in previous if has.get(c.id) is not c]
         current = [c for c in current if had.get(c.id) is not c]
+    return _events(previous, current, share, size_tolerance, unchanged)
+
+
+def classify_changes(
+    before: Sequence[Community],
+    after: Sequence[Community],
+    *,
+    share: float = DEFAULT_SHARE,
+    size_tolerance: float = DEFAULT_SIZE_TOLERANCE,
+) -> list[LineageEvent]:
+    """``classify(previous, current, unchanged=False)`` of a run after the first, from what
+    it changed alone (``graph.community_ids.Delta``: the previous communities not kept as
+    they were, and the run's communities that are not the previous object): every other
+    community is the same object in both runs, which that call drops before it counts."""
+    return _events(before, after, share, size_tolerance, False)
+
+
+def _events(
+    previous: Sequence[Community],
+    current: Sequence[Community],
+    share: float,
+    size_tolerance: float,
+    unchanged: bool,
+) -> list[LineageEvent]:
     by_level: dict[int, tuple[list[Community], list[Community]]] = {}
     for c in previous:
         by_level.setdefault(c.level, ([], []))[0].append(c)

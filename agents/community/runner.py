@@ -320,13 +320,14 @@ class Runner:
             if touched is None
             else fresh_ids(view, state.human_ids, view.fresh)
         )
-        hierarchy, communities, human_ids, drift = cluster(
+        hierarchy, stable, drift = cluster(
             view, state, self.params, _with_absorbed(touched, view.touched_so_far())
         )
+        communities, human_ids = stable.communities, stable.human_ids
         t = self._tick("leiden_and_ids", t)
-        events = lineage(state.communities, communities)
+        events = lineage(state.communities, communities, stable.delta)
         scope = planning_scope(
-            communities, state.communities, None if touched is None else touched.entities, state
+            communities, None if touched is None else touched.entities, state, stable.delta
         )
         index = evidence_index(view, state, touched)
         evidence = {c.id: index.evidence_of(c.id, c.entity_keys) for c in scope}
@@ -356,6 +357,7 @@ class Runner:
                 state.reports[cid] = _with_unreflected(state.reports[cid], kept)
         previous = {c.id: c for c in state.communities}
         state.communities = communities
+        state.labelled = stable.labelled
         self._record_history(communities, version)
         unreflected = {cid: state.reports[cid].unreflected for cid in by_id if cid in state.reports}
         meta = self._meta(version, communities, regenerated, unreflected, hierarchy)

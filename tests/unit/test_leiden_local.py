@@ -11,6 +11,7 @@ import random
 
 import pytest
 
+from graph import community_ids
 from graph.cluster_input import Changes, ClusterInput
 from graph.graph_changes import GraphChange
 from graph.leiden import Hierarchy, hierarchical_leiden
@@ -280,3 +281,68 @@ def test_placed_members_join_the_child_they_are_tied_to_and_strays_form_new_chil
     joined, fresh = _place(adjacency, members, free, _KidOf([1, 2], kids))
     assert joined == {1: {"b", "t"}, 2: {"x", "y"}}
     assert sorted(sorted(g) for g in fresh) == [["p", "q"], ["r"]]
+
+
+def made_is_all_that_changed(before: Hierarchy, after: Hierarchy) -> None:
+    """Every label ``after`` does not name as placed has, at its level, the member-set object,
+    parent label and children labels it had in ``before``."""
+    made = after.placed()
+    assert made is not None
+    kids_before, kids_after = before.children_index(), after.children_index()
+    for level, communities in enumerate(after.levels):
+        for label, members in communities.items():
+            if (level, label) in made:
+                continue
+            assert level < len(before.levels) and before.levels[level].get(label) is members
+            assert after.parents[level].get(label) == before.parents[level].get(label)
+            assert kids_after.get((level, label)) == kids_before.get((level, label))
+
+
+@pytest.mark.parametrize("placing", [False, True], ids=["split-again", "placing"])
+@pytest.mark.parametrize(("seed", "firms"), [(0, 14), (1, 14), (6, 40), (7, 60)])
+def test_ids_from_the_placed_labels_alone_are_those_of_the_whole_pass(
+    seed: int, firms: int, placing: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run after run, ``assign_community_ids`` given the previous run's communities by label
+    visits only the labels the maintained hierarchy placed, and gives what matching every
+    community gives: the same communities (the same objects where kept), allocator and
+    changes."""
+    calls = collections.Counter[str]()
+    placed_pass = community_ids._assign_placed
+
+    def counted(*args: object, **kwargs: object) -> community_ids.StableCommunities:
+        calls["placed"] += 1
+        return placed_pass(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(community_ids, "_assign_placed", counted)
+    rng = random.Random(seed)
+    world = World()
+    names = [f"Firm {i}" for i in range(firms)]
+    for step in range(firms * 2):
+        random_step(world, rng, names, step)
+    kept, h = started(world)
+    stable = community_ids.assign_community_ids(h, (), community_ids.HumanIds.empty())
+    assert stable.labelled is not None
+    for step in range(firms * 2, firms * 2 + 30):
+        random_step(world, rng, names, step)
+        refresh(kept, world.view)
+        changes = kept.take_changes()
+        assert changes is not None
+        before, h = h, maintained(kept, h, changes, placing=placing)
+        made_is_all_that_changed(before, h)
+        previous = stable.communities
+        whole = community_ids.assign_community_ids(h, previous, stable.human_ids)
+        stable = community_ids.assign_community_ids(
+            h, previous, stable.human_ids, since=stable.labelled
+        )
+        assert stable.communities == whole.communities
+        assert stable.human_ids == whole.human_ids
+        assert [c.id for c in stable.delta.before] == [c.id for c in whole.delta.before]
+        assert stable.delta.after == whole.delta.after
+        kept_objects = {id(c) for c in previous}
+        assert [id(c) in kept_objects for c in stable.communities] == [
+            id(c) in kept_objects for c in whole.communities
+        ]
+        assert stable.labelled is not None and whole.labelled is not None
+        assert stable.labelled.by_label == whole.labelled.by_label
+    assert calls["placed"] == 30
