@@ -427,9 +427,10 @@ def decide_regeneration(
 
     ``evidence`` holds each community's current evidence (missing means none); ``reports``
     the basis of each existing report by community id; ``threshold`` is
-    ``settings.community.materiality_threshold``. ``sizes``: every community's member count;
-    with it, rule 3 weighs the regenerated child reports a context used by their members'
-    share of the parent's, else any one of them counts.
+    ``settings.community.materiality_threshold``. ``sizes``: the member count of each of
+    ``communities`` (the only ones it can regenerate); with it, rule 3 weighs the
+    regenerated child reports a context used by their members' share of the parent's, else
+    any one of them counts.
     """
     if not 0 < threshold <= 1:
         raise EvidenceError(f"materiality threshold must be in (0, 1], got {threshold}")

@@ -88,6 +88,9 @@ class Hierarchy:
     # hierarchy from the previous one: every other label has the members object, parent label
     # and children labels it had there; None when not known (a whole-graph run)
     made: frozenset[tuple[int, int]] | None = field(default=None, compare=False)
+    # ``children_index()`` when the maker had it at hand (``graph.leiden_local`` carries the
+    # previous one over); None: counted when asked
+    kids: dict[tuple[int, int], list[int]] | None = field(default=None, compare=False)
 
     def continued(self) -> Mapping[tuple[int, int], frozenset[str]]:
         """``origins``, also for a hierarchy unpickled from before the field existed."""
@@ -114,7 +117,11 @@ class Hierarchy:
 
     def children_index(self) -> dict[tuple[int, int], list[int]]:
         """(level, label) → its children's labels one level down, in label order; every
-        community at once (``children`` finds one community's by a scan)."""
+        community at once (``children`` finds one community's by a scan). Shared: read it,
+        do not change it."""
+        kept = getattr(self, "kids", None)
+        if kept is not None:
+            return kept
         index: dict[tuple[int, int], list[int]] = {}
         for level, parents in enumerate(self.parents):
             for label, parent in sorted(parents.items()):

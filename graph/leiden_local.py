@@ -709,6 +709,7 @@ def _assemble(
     stay = _in_place(trees)
     doomed = [(0, label) for label in replaced]
     kept: set[tuple[int, int]] = set()
+    index = dict(children)  # the children index, brought up to date below
     while doomed:
         at = doomed.pop()
         if at in stay:
@@ -717,7 +718,7 @@ def _assemble(
         level, label = at
         del levels[level][label]
         parents[level].pop(label, None)
-        doomed.extend((level + 1, kid) for kid in children.get(at, ()))
+        doomed.extend((level + 1, kid) for kid in index.pop(at, ()))
     next_label = [max(lv, default=-1) + 1 for lv in levels]
     origins: dict[tuple[int, int], frozenset[str]] = {}
     made: set[tuple[int, int]] = set()
@@ -757,6 +758,15 @@ def _assemble(
     while levels and not levels[-1]:
         levels.pop()
         parents.pop()
+    # a label gone took its children's entry with it; a made label's children are all made
+    # (a kept-in-place one keeps its own), and no other label gained or lost one
+    made_kids: dict[tuple[int, int], list[int]] = {}
+    for level, label in made:
+        up = parents[level].get(label)
+        if up is not None:
+            made_kids.setdefault((level - 1, up), []).append(label)
+    for at, labels in made_kids.items():
+        index[at] = sorted(labels)
     return Hierarchy(
         tuple(levels),
         tuple(parents),
@@ -766,6 +776,7 @@ def _assemble(
         volumes,
         origins,
         frozenset(made),
+        index,
     )
 
 

@@ -332,7 +332,7 @@ class Runner:
         index = evidence_index(view, state, touched)
         evidence = {c.id: index.evidence_of(c.id, c.entity_keys) for c in scope}
         index.end_update({c.id for c in communities})
-        sizes = {c.id: len(c.entity_keys) for c in communities}
+        sizes = {c.id: len(c.entity_keys) for c in scope}  # a rewritten child is planned
         plan = plan_reports(scope, evidence, state, self.params, sizes)
         self.planned = len(scope)
         t = self._tick("evidence", t)

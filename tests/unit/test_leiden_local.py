@@ -6,6 +6,7 @@ as it was (the same member sets), and the clustering input says what changed."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import pickle
 import random
 
@@ -285,10 +286,12 @@ def test_placed_members_join_the_child_they_are_tied_to_and_strays_form_new_chil
 
 def made_is_all_that_changed(before: Hierarchy, after: Hierarchy) -> None:
     """Every label ``after`` does not name as placed has, at its level, the member-set object,
-    parent label and children labels it had in ``before``."""
+    parent label and children labels it had in ``before``; the children index ``after``
+    carries is the one a count over its parents gives."""
     made = after.placed()
     assert made is not None
     kids_before, kids_after = before.children_index(), after.children_index()
+    assert kids_after == dataclasses.replace(after, kids=None).children_index()
     for level, communities in enumerate(after.levels):
         for label, members in communities.items():
             if (level, label) in made:
