@@ -30,8 +30,10 @@ never changes once given and is never given to another key, even after its key d
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 from graph.errors import GraphError
 from graph.leiden import Hierarchy
@@ -303,7 +305,7 @@ def _assign_placed(
     for (level, label), new_id in zip(fresh, new_ids, strict=True):
         ids[level][label] = new_id
     by_label, after, reused = _placed_communities(hierarchy, placed, ids, since, loose)
-    out = tuple(c for level in by_label for c in map(level.__getitem__, sorted(level)))
+    out = tuple(chain.from_iterable(map(level.__getitem__, sorted(level)) for level in by_label))
     delta = Delta(tuple(c for level in loose for c in level if c.id not in reused), tuple(after))
     return StableCommunities(
         out,
@@ -356,7 +358,7 @@ def _placed_communities(
     its children are the placed labels under it, or, for a previous community kept in place
     whose subtree stayed, the ones it had (its children were not placed)."""
     levels, parents = hierarchy.levels, hierarchy.parents
-    below: dict[tuple[int, int], list[tuple[int, str, str]]] = {}
+    below: dict[tuple[int, int], list[tuple[frozenset[str], str]]] = {}
     for level in range(1, len(levels)):
         for label in placed[level]:
             up = parents[level].get(label)
@@ -501,7 +503,7 @@ def _communities(
 ) -> tuple[Community, ...]:
     """The communities with their ids and links; a previous ``Community`` that is the same in
     every field (most of them, run after run) is reused instead of built again."""
-    below: dict[tuple[int, int], list[tuple[int, str, str]]] = {}
+    below: dict[tuple[int, int], list[tuple[frozenset[str], str]]] = {}
     for level in range(1, len(hierarchy.levels)):
         communities = hierarchy.levels[level]
         for label, parent in hierarchy.parents[level].items():
@@ -544,11 +546,19 @@ def _labelled(hierarchy: Hierarchy, out: tuple[Community, ...]) -> Labelled:
     return Labelled(hierarchy, out, tuple(by_label))
 
 
-def _child(members: frozenset[str], cid: str) -> tuple[int, str, str]:
-    return (-len(members), min(members), cid)
+def _child(members: frozenset[str], cid: str) -> tuple[frozenset[str], str]:
+    return (members, cid)
 
 
-def _in_order(kids: list[tuple[int, str, str]]) -> tuple[str, ...]:
+def _in_order(kids: list[tuple[frozenset[str], str]]) -> tuple[str, ...]:
     """Children ids by descending size, then smallest member key: the order a whole-graph
-    run labels them in, whatever labels a maintained hierarchy kept or gave."""
-    return tuple(cid for *_, cid in sorted(kids))
+    run labels them in, whatever labels a maintained hierarchy kept or gave. The smallest
+    key is looked for only among children of equal size (a hub's child has thousands of
+    members, and siblings that large rarely tie)."""
+    sizes = [len(members) for members, _ in kids]
+    tied = {size for size, n in Counter(sizes).items() if n > 1}
+    order = sorted(
+        range(len(kids)),
+        key=lambda i: (-sizes[i], min(kids[i][0]) if sizes[i] in tied else ""),
+    )
+    return tuple(kids[i][1] for i in order)

@@ -142,7 +142,7 @@ def _maintain(
         trees.extend(_changed_tree(env, label, change, volumes.pop(label, None)))
     for members in groups:
         trees.extend(_trees(env, members, [], 0))
-    trees.sort(key=lambda t: (-len(t.members), t.first))
+    trees.sort(key=lambda t: (-len(t.members), _Smallest(t.members)))
     return _assemble(prev, env.children, set(changed), trees, digests, placed, volumes, total)
 
 
@@ -283,22 +283,43 @@ class _Kept:
 
 @dataclass(frozen=True, slots=True)
 class _Out:
-    """A community made this run: its members, its smallest key, its children, and the
-    previous member set it continues (a community changed in place), if any."""
+    """A community made this run: its members, its children, and the previous member set it
+    continues (a community changed in place), if any."""
 
     members: frozenset[str]
-    first: str
     children: list[_Out | _Kept]
     origin: frozenset[str] | None = None
 
 
+class _Smallest:
+    """A member set's smallest key, as a sort key found only when the sort compares it: on
+    a tie in size, which communities of thousands of members (a hub's) rarely have."""
+
+    __slots__ = ("_key", "_members")
+
+    def __init__(self, members: frozenset[str]) -> None:
+        self._members, self._key = members, ""
+
+    def key(self) -> str:
+        if not self._key:
+            self._key = min(self._members)
+        return self._key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Smallest) and self.key() == other.key()
+
+    def __lt__(self, other: _Smallest) -> bool:
+        return self.key() < other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+
 @dataclass(frozen=True, slots=True)
 class _Tree:
-    """A new level-0 community, its smallest key and volumes (weight inside, sum of
-    weighted degrees)."""
+    """A new level-0 community and its volumes (weight inside, sum of weighted degrees)."""
 
     members: frozenset[str]
-    first: str
     node: _Out | _Kept
     inside: float
     degree: float
@@ -321,13 +342,23 @@ Edges = list[tuple[int, int, float]]  # (i, j, weight), i < j indexes into sorte
 
 
 def _induced(adjacency: Mapping[str, Mapping[str, float]], keys: Sequence[str]) -> Edges:
+    """The edges among ``keys`` (sorted), each once. A member with more edges than there
+    are members after it (a hub) has those looked up instead of all its edges read."""
     local = {v: i for i, v in enumerate(keys)}
+    n = len(keys)
     edges: Edges = []
     for i, v in enumerate(keys):
-        for u, w in adjacency[v].items():
-            j = local.get(u)
-            if j is not None and i < j:
-                edges.append((i, j, w))
+        around = adjacency[v]
+        if len(around) > n - i:
+            for j in range(i + 1, n):
+                w = around.get(keys[j])
+                if w is not None:
+                    edges.append((i, j, w))
+            continue
+        for u, w in around.items():
+            at = local.get(u)
+            if at is not None and i < at:
+                edges.append((i, at, w))
     edges.sort()
     return edges
 
@@ -413,7 +444,7 @@ def _changed_tree(
     before = env.prev.levels[0][label]
     inside, degree = _moved_volumes(env.ci, volumes, before, change)
     node = _placed(env, members, 0, label, lost)
-    return [_Tree(members, min(members), node, inside, degree)]
+    return [_Tree(members, node, inside, degree)]
 
 
 def _moved_volumes(
@@ -450,7 +481,7 @@ def _placed(
     limits = env.limits
     before = env.prev.levels[level][label]
     if len(members) <= limits.max_size:
-        return _Out(members, min(members), [], before)
+        return _Out(members, [], before)
     kids = env.children.get((level, label), [])
     free = env.frontier & members
     if (
@@ -485,7 +516,7 @@ def _placed(
         children.extend(t.node for t in _trees(env, group, [], level + 1))
     if len(children) < 2:  # the change left it one child: not a split any more
         return _split_again(env, members, level, [label])
-    return _Out(members, min(members), children, before)
+    return _Out(members, children, before)
 
 
 class _KidOf:
@@ -564,13 +595,13 @@ def _trees(env: _Env, members: frozenset[str], starts: list[int], level: int) ->
     out = []
     for piece, edges in _pieces(keys, _induced(env.ci.adjacency, keys)):
         node = (
-            _Out(frozenset(piece), piece[0], [])
+            _Out(frozenset(piece), [])
             if len(piece) <= env.limits.max_size
             else _full_split(piece, edges, env, level, starts)
         )
         inside = math.fsum(w for _, _, w in edges)
         degree = math.fsum(map(env.ci.strengths.__getitem__, piece))
-        out.append(_Tree(frozenset(piece), piece[0], node, inside, degree))
+        out.append(_Tree(frozenset(piece), node, inside, degree))
     return out
 
 
@@ -608,7 +639,6 @@ def _converted(keys: Sequence[str], node: _Node) -> _Out | _Kept:
         return _Kept(*node.reused)
     return _Out(
         frozenset(map(keys.__getitem__, node.members)),
-        keys[node.members[0]],
         [_converted(keys, c) for c in node.children],
     )
 
@@ -633,7 +663,7 @@ def _previous_labels(
             per_level[at].update(dict.fromkeys(mine, label))
             nxt.extend(children.get((at, label), ()))
         current = nxt
-    return [[labels.get(k) for k in keys] for labels in per_level]
+    return [list(map(labels.get, keys)) if labels else [None] * len(keys) for labels in per_level]
 
 
 def with_volumes(ci: ClusterInput, hierarchy: Hierarchy) -> Hierarchy:
@@ -798,11 +828,11 @@ def _in_place(trees: Sequence[_Tree]) -> set[tuple[int, int]]:
     return out
 
 
-def _order(prev: Hierarchy, node: _Out | _Kept) -> tuple[int, int, str]:
+def _order(prev: Hierarchy, node: _Out | _Kept) -> tuple[int, int, str | _Smallest]:
     """Children by descending size; made ones by their smallest key, kept ones by label."""
     if isinstance(node, _Kept):
         return (-len(prev.levels[node.level][node.label]), 1, f"{node.label:012d}")
-    return (-len(node.members), 0, node.first)
+    return (-len(node.members), 0, _Smallest(node.members))
 
 
 def _modularity(volumes: Mapping[int, tuple[float, float]], total: float) -> float:
