@@ -43,7 +43,7 @@ stays here, at the path the checkpoint names.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from itertools import compress
 from operator import eq
 
@@ -91,6 +91,19 @@ class Hierarchy:
     # ``children_index()`` when the maker had it at hand (``graph.leiden_local`` carries the
     # previous one over); None: counted when asked
     kids: dict[tuple[int, int], list[int]] | None = field(default=None, compare=False)
+
+    def __setstate__(self, state: Sequence[object]) -> None:
+        # a hierarchy pickled before its later fields existed has fewer values: those get
+        # their defaults (left unset, the next pickle of it would fail)
+        values = list(state)
+        for i, f in enumerate(fields(self)):
+            if i < len(values):
+                value = values[i]
+            elif f.default_factory is not MISSING:
+                value = f.default_factory()
+            else:
+                value = f.default
+            object.__setattr__(self, f.name, value)
 
     def continued(self) -> Mapping[tuple[int, int], frozenset[str]]:
         """``origins``, also for a hierarchy unpickled from before the field existed."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import random
 from itertools import combinations
 
@@ -383,3 +384,16 @@ class TestInput:
     def test_malformed_state_is_a_typed_error(self) -> None:
         with pytest.raises(HierarchyError, match="malformed"):
             Hierarchy.from_dict({"levels": [{"x": ["a"]}]})
+
+
+def test_a_hierarchy_pickled_before_its_later_fields_loads_with_their_defaults() -> None:
+    """A checkpoint's hierarchy from an earlier version has fewer field values: unpickled,
+    the later fields take their defaults, and it pickles again (an unset field would make
+    the next checkpoint of the job fail)."""
+    h = Hierarchy(({0: frozenset("ab")},), ({},), 0.5, {"a": 1, "b": 2})
+    old = Hierarchy.__new__(Hierarchy)
+    old.__setstate__([h.levels, h.parents, h.modularity, h.digests])  # as unpickling does
+    again = pickle.loads(pickle.dumps(old))
+    assert again == h
+    assert again.strengths == {} and again.volumes is None and again.made is None
+    assert again.children_index() == {}
