@@ -386,17 +386,10 @@ def _placed_communities(
             else:
                 kids = at.children  # kept in place: its subtree is as it was
             was = prior.get(cid)
-            if (
-                was is not None
-                and was.entity_keys is members
-                and was.parent == parent_id
-                and was.children == kids
-                and was.level == level
-            ):
-                community = was
+            community = _built(was, (cid, level, parent_id, kids, members))
+            if community is was:
                 reused.add(cid)
             else:
-                community = Community(cid, level, parent_id, kids, members)
                 after.append(community)
             here[label] = community
         by_label.append(here)
@@ -521,18 +514,26 @@ def _communities(
             up = parents.get(label)
             parent_id = None if up is None else above[up]
             kids = children.get((level, label), ())
-            was = before.get(cid)
-            if (
-                was is not None
-                and was.entity_keys is members
-                and was.parent == parent_id
-                and was.children == kids
-                and was.level == level
-            ):
-                out.append(was)
-            else:
-                out.append(Community(cid, level, parent_id, kids, members))
+            out.append(_built(before.get(cid), (cid, level, parent_id, kids, members)))
     return tuple(out)
+
+
+def _built(
+    was: Community | None,
+    fields: tuple[str, int, str | None, tuple[str, ...], frozenset[str]],
+) -> Community:
+    """``was`` (the previous community with the id) when it has every one of ``fields`` (id,
+    level, parent, children, members: the same object), else a community made of them."""
+    _, level, parent, children, members = fields
+    if (
+        was is not None
+        and was.entity_keys is members
+        and was.parent == parent
+        and was.children == children
+        and was.level == level
+    ):
+        return was
+    return Community(*fields)
 
 
 def _labelled(hierarchy: Hierarchy, out: tuple[Community, ...]) -> Labelled:

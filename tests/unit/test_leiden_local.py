@@ -63,6 +63,22 @@ def maintained(
     return out
 
 
+def changed_and_maintained(
+    change: tuple[World, random.Random, list[str], int],
+    kept: ClusterInput,
+    h: Hierarchy,
+    placing: bool,
+) -> Hierarchy:
+    """One random step of the world (``random_step``'s arguments), the clustering input
+    refreshed for it, and ``h`` maintained for what changed."""
+    world, rng, names, step = change
+    random_step(world, rng, names, step)
+    refresh(kept, world.view)
+    changes = kept.take_changes()
+    assert changes is not None
+    return maintained(kept, h, changes, placing=placing)
+
+
 def modularity(kept: ClusterInput, h: Hierarchy) -> float:
     """Level-0 weighted modularity counted over every edge."""
     label = {k: lab for lab, members in h.levels[0].items() for k in members}
@@ -148,11 +164,7 @@ def test_after_every_change_the_maintained_hierarchy_is_valid_and_its_modularity
     h = full(kept)
     depth, in_place, continued = len(h.levels), 0, 0
     for step in range(firms * 2, firms * 2 + 40):
-        random_step(world, rng, names, step)
-        refresh(kept, world.view)
-        changes = kept.take_changes()
-        assert changes is not None
-        before, h = h, maintained(kept, h, changes, placing=placing)
+        before, h = h, changed_and_maintained((world, rng, names, step), kept, h, placing)
         assert_valid(kept, h)
         assert h.modularity == pytest.approx(modularity(kept, h), abs=1e-9), f"step {step}"
         depth = max(depth, len(h.levels))
@@ -327,11 +339,7 @@ def test_ids_from_the_placed_labels_alone_are_those_of_the_whole_pass(
     stable = community_ids.assign_community_ids(h, (), community_ids.HumanIds.empty())
     assert stable.labelled is not None
     for step in range(firms * 2, firms * 2 + 30):
-        random_step(world, rng, names, step)
-        refresh(kept, world.view)
-        changes = kept.take_changes()
-        assert changes is not None
-        before, h = h, maintained(kept, h, changes, placing=placing)
+        before, h = h, changed_and_maintained((world, rng, names, step), kept, h, placing)
         made_is_all_that_changed(before, h)
         previous = stable.communities
         whole = community_ids.assign_community_ids(h, previous, stable.human_ids)
