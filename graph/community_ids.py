@@ -31,7 +31,7 @@ never changes once given and is never given to another key, even after its key d
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 
@@ -198,7 +198,7 @@ def assign_community_ids(
                 dict(communities),
                 by_object,
                 previous_by_level.get(level, []),
-                ids,
+                lambda lv, lab: ids[lv][lab],
                 fresh,
             )
         )
@@ -226,13 +226,14 @@ def _level_ids(
     rest: dict[int, frozenset[str]],
     by_object: Mapping[int, Community],
     candidates: Sequence[Community],
-    ids: Sequence[Mapping[int, str]],
+    parent_id: Callable[[int, int], str],
     fresh: list[tuple[int, int]],
 ) -> dict[int, str]:
     """Ids of one level's communities ``rest`` (label → members; emptied as they are
     matched): the previous community of the same object, then the one each continues, then
     ``match_level`` against the ``candidates`` (that level's previous communities) left;
-    the labels still without one are noted in ``fresh`` and given a placeholder id."""
+    the labels still without one are noted in ``fresh`` and given a placeholder id.
+    ``parent_id(level, label)``: the id given to a community of the level above."""
     level, threshold = level_and_threshold
     level_ids: dict[int, str] = {}
     for label, members in list(rest.items()):
@@ -249,7 +250,7 @@ def _level_ids(
         _continued(rest, before, by_object, level_and_threshold, used, level_ids)
     old = [c for c in candidates if c.id not in used]
     parents = hierarchy.parents[level]
-    parent_ids = {lab: ids[level - 1][parents[lab]] for lab in rest if lab in parents}
+    parent_ids = {lab: parent_id(level - 1, parents[lab]) for lab in rest if lab in parents}
     level_ids.update(match_level(rest, parent_ids, old, threshold))
     for label in sorted(rest):
         if label not in level_ids:
@@ -276,6 +277,12 @@ def _assign_placed(
     for level, label in made:
         placed[level].append(label)
     ids: list[dict[int, str]] = []  # the placed labels' ids
+
+    def parent_id(level: int, label: int) -> str:
+        """The placed label's id, else the previous run's at that label (not placed)."""
+        found = ids[level].get(label)
+        return old_labels[level][label].id if found is None else found
+
     fresh: list[tuple[int, int]] = []
     # per level, the previous communities not known to be kept: their labels went or were placed
     loose: list[list[Community]] = []
@@ -294,7 +301,7 @@ def _assign_placed(
                 {lab: communities[lab] for lab in labels},
                 by_object,
                 loose[level],
-                _Ids(ids, old_labels),
+                parent_id,
                 fresh,
             )
         )
@@ -313,36 +320,6 @@ def _assign_placed(
         delta,
         Labelled(hierarchy, out, tuple(by_label)),
     )
-
-
-class _Ids(Sequence[Mapping[int, str]]):
-    """Per level, label → id for the placed labels given so far, falling back to the
-    previous run's id at that label (the labels not placed)."""
-
-    def __init__(self, placed: list[dict[int, str]], previous: tuple[dict[int, Community], ...]):
-        self._placed, self._previous = placed, previous
-
-    def __len__(self) -> int:
-        return len(self._placed)
-
-    def __getitem__(self, level: int) -> Mapping[int, str]:  # type: ignore[override]
-        previous = self._previous[level] if level < len(self._previous) else {}
-        return _LevelIds(self._placed[level], previous)
-
-
-class _LevelIds(Mapping[int, str]):
-    def __init__(self, placed: dict[int, str], previous: dict[int, Community]):
-        self._placed, self._previous = placed, previous
-
-    def __getitem__(self, label: int) -> str:
-        found = self._placed.get(label)
-        return self._previous[label].id if found is None else found
-
-    def __iter__(self) -> Iterator[int]:
-        return iter({**dict.fromkeys(self._previous), **self._placed})
-
-    def __len__(self) -> int:
-        return len({**dict.fromkeys(self._previous), **self._placed})
 
 
 def _placed_communities(
