@@ -63,11 +63,11 @@ import types
 import typing
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import pyarrow as pa
@@ -274,6 +274,27 @@ def _json_decoder(table: str, column: str, hint: Any) -> Any:
     return decode
 
 
+@functools.cache
+def stored_decoder(table: str, column: str) -> Callable[[Any], Any]:
+    """The row value of a column's stored (Arrow) value: JSON columns decoded, the others
+    as they are (a missing text as empty)."""
+    schema = table_schema(table)
+    if column in schema.json_columns:
+        decode: Callable[[Any], Any] = _json_decoder(
+            table, column, typing.get_type_hints(schema.cls)[column]
+        )
+        return decode
+    return lambda value: "" if value is None else value
+
+
+class TextSink(Protocol):
+    """Takes a table's bulk columns apart while a version is read (``GraphTables.load``)."""
+
+    def split(self, table: str) -> tuple[str, ...]: ...
+
+    def add(self, table: str, texts: pa.Table) -> None: ...
+
+
 # the stored columns ``derived_columns`` reads, per table
 DERIVED_INPUTS: Mapping[str, tuple[str, ...]] = {
     "relationships": ("id", "source_id", "target_id"),
@@ -427,6 +448,8 @@ def _newest_per_id(table: pa.Table, as_of: int | None, *, keep_tombstones: bool)
 class TableChange:
     upserts: tuple[Any, ...] = ()  # whole rows (row objects of the table's class)
     deletes: tuple[str, ...] = ()  # ids
+    # the upserts' split columns (``changes(split=…)``): ``id`` and those columns, in Arrow
+    texts: pa.Table | None = None
 
     def __bool__(self) -> bool:
         return bool(self.upserts or self.deletes)
@@ -637,8 +660,12 @@ class GraphTables:
             wanted = [c for c in dataset.schema.names if c not in omitted]
         return dataset.to_table(filter=condition, columns=wanted)
 
-    def load(self, version: int | str | datetime | None = None) -> Snapshot:
-        """The whole graph as of ``version`` (see ``resolve``), derived columns filled in."""
+    def load(
+        self, version: int | str | datetime | None = None, *, text_sink: TextSink | None = None
+    ) -> Snapshot:
+        """The whole graph as of ``version`` (see ``resolve``), derived columns filled in.
+        ``text_sink``: the columns it names (``split``) go to it as Arrow (``id`` and those
+        columns, one call per table) and the rows carry them empty."""
         info = self.resolve(version)
         listed = self.version_infos_all()
 
@@ -662,6 +689,10 @@ class GraphTables:
             values = derived.get(name)
             if values is not None and not whole.column("id").equals(narrow_ids[name]):
                 values = _realigned(values, narrow_ids[name], whole.column("id"))
+            split = text_sink.split(name) if text_sink is not None else ()
+            if text_sink is not None and split:
+                text_sink.add(name, whole.select(["id", *split]))
+                whole = whole.drop_columns(list(split))
             tables[name] = arrow_to_rows(name, whole, values)
             del whole
         release_memory()
@@ -694,9 +725,12 @@ class GraphTables:
             return None
         return (st.st_ino, st.st_mtime_ns, st.st_size)
 
-    def changes(self, since: int, until: int) -> dict[str, TableChange]:
+    def changes(
+        self, since: int, until: int, split: Mapping[str, tuple[str, ...]] | None = None
+    ) -> dict[str, TableChange]:
         """What versions ``since+1 .. until`` changed, per table: the rows as of ``until`` of
-        every id written in between (tombstoned ids as deletes)."""
+        every id written in between (tombstoned ids as deletes). ``split``: per table, the
+        columns handed over as Arrow (``TableChange.texts``) and left empty in the rows."""
         out: dict[str, TableChange] = {}
         listed = self.version_infos_all()
         # a light commit writes five tables and a run often fewer than all seven: the tables
@@ -712,8 +746,12 @@ class GraphTables:
             rows = current_rows_with_tombstones(self.read_table(name, until, since, listed=listed))
             deleted = rows.filter(rows.column(_DELETED).fill_null(False))
             live = rows.filter(pc.invert(rows.column(_DELETED).fill_null(False)))
+            columns = (split or {}).get(name, ())
+            texts = live.select(["id", *columns]) if columns else None
+            if columns:
+                live = live.drop_columns(list(columns))
             out[name] = TableChange(
-                arrow_to_rows(name, live), tuple(deleted.column("id").to_pylist())
+                arrow_to_rows(name, live), tuple(deleted.column("id").to_pylist()), texts
             )
         return out
 

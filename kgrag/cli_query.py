@@ -71,7 +71,7 @@ def load_index(settings: Settings, as_of: str | None = None) -> QueryIndex:
     when there is none."""
     store = open_graph_store(settings, for_queries=True)
     try:
-        return QueryIndex.from_snapshot(store.load(parse_as_of(as_of)))
+        return QueryIndex.read(store, parse_as_of(as_of))
     except GraphTablesError as e:
         _fail(str(e))
     except SnapshotNotFoundError as e:

@@ -67,7 +67,8 @@ async def basic_context(
         elif window.contains(index.unit_dates.get(u.id)) and all(u.id != x.id for x in units):
             units.append(u)
     rows = (
-        (u.human_readable_id, (u.published_at[:10], u.title, u.text)) for u in units[: config.k]
+        (u.human_readable_id, (u.published_at[:10], u.title, u.text))
+        for u in map(index.full, units[: config.k])
     )
     table = fill(Table("Sources", SOURCE_HEADER, deps.count_tokens), rows, config.max_tokens)
     return BasicContext(table, skipped)

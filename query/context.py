@@ -214,17 +214,18 @@ Row = tuple[int, str, int]  # (record id, rendered line, token cost)
 Section = list[tuple[Table, list[Row]]]
 
 
-def _entity_cells(e: SnapshotEntity) -> tuple[object, ...]:
-    return (e.title, e.description, e.degree)
+# a row's cells are made only when its line is not cached yet: the description is read then
+def _entity_cells(index: QueryIndex, e: SnapshotEntity) -> tuple[object, ...]:
+    return (e.title, index.full(e).description, e.degree)
 
 
-def _relationship_cells(r: SnapshotRelationship) -> tuple[object, ...]:
+def _relationship_cells(index: QueryIndex, r: SnapshotRelationship) -> tuple[object, ...]:
     weight = int(r.weight) if float(r.weight).is_integer() else round(r.weight, 2)
-    return (r.source, r.target, r.description, weight)
+    return (r.source, r.target, index.full(r).description, weight)
 
 
-def _claim_cells(c: SnapshotClaim) -> tuple[object, ...]:
-    return (c.subject_id, c.object_id or "", c.type, c.status, c.description)
+def _claim_cells(index: QueryIndex, c: SnapshotClaim) -> tuple[object, ...]:
+    return (c.subject_id, c.object_id or "", c.type, c.status, index.full(c).description)
 
 
 class _Builder:
@@ -249,18 +250,21 @@ class _Builder:
         return [
             (
                 Table("Entities", ENTITY_HEADER, self.count),
-                [_row(rows, "e", e.human_readable_id, partial(_entity_cells, e)) for e in ents],
+                [_row(rows, "e", e.human_readable_id, partial(_entity_cells, ix, e)) for e in ents],
             ),
             (
                 Table("Relationships", RELATIONSHIP_HEADER, self.count),
                 [
-                    _row(rows, "r", r.human_readable_id, partial(_relationship_cells, r))
+                    _row(rows, "r", r.human_readable_id, partial(_relationship_cells, ix, r))
                     for r in rels
                 ],
             ),
             (
                 Table("Claims", CLAIM_HEADER, self.count),
-                [_row(rows, "c", c.human_readable_id, partial(_claim_cells, c)) for c in claims],
+                [
+                    _row(rows, "c", c.human_readable_id, partial(_claim_cells, ix, c))
+                    for c in claims
+                ],
             ),
         ]
 
@@ -287,7 +291,8 @@ class _Builder:
     def reports(self, selected: Sequence[str], budget: int) -> Table:
         active = active_communities(self.index, self.window)
         table = Table("Reports", REPORT_HEADER, self.count)
-        for r in rank_reports(self.index, selected, self.config.community_level, active):
+        for ranked in rank_reports(self.index, selected, self.config.community_level, active):
+            r = self.index.full(ranked)
             content = r.summary if self.config.use_report_summary else r.body()
             table.try_add(r.community, (r.title, content or r.summary), budget)
         return table
@@ -309,6 +314,7 @@ class _Builder:
             # kept a hub entity's thousand units from dominating the context's build time.
             if u.n_tokens - SLACK_TOKENS > budget - table.tokens:
                 continue
+            u = ix.full(u)
             table.try_add(u.human_readable_id, (u.published_at[:10], u.title, u.text), budget)
         return table
 

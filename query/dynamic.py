@@ -90,7 +90,7 @@ async def select_communities(
 
     async def rate(n: int) -> int:
         async with gate:
-            return await _rate(question, index.reports[n], deps, usage, config)
+            return await _rate(question, index.full(index.reports[n]), deps, usage, config)
 
     roots = sorted(c.community for c in index.communities.values() if c.level == 0)
     queue = _expand(index, roots, active)
@@ -104,7 +104,7 @@ async def select_communities(
             if score < config.threshold:
                 continue
             community = index.communities[n]
-            selected[n] = index.reports[n]
+            selected[n] = index.full(index.reports[n])
             if not config.keep_parent:
                 selected.pop(community.parent, None)
             if config.max_level is None or community.level < config.max_level:

@@ -15,8 +15,11 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
+from pathlib import Path
+from typing import TypeVar
 
+from core.graph_tables import GraphTables
 from graph.keys import entity_key
 from graph.snapshot_model import (
     Snapshot,
@@ -30,7 +33,10 @@ from graph.snapshot_model import (
     SnapshotTextUnit,
 )
 from query.entity_names import NameIndex
+from query.text_store import TextStore, TextStoreBuilder
 from query.time_window import DailyCounts, to_date
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,14 +64,45 @@ class QueryIndex:
     community_daily: dict[int, DailyCounts]
     newest: date | None  # the newest document's day: what "last N days" counts back from
     names: NameIndex  # entity keys by name word, for the entities a question names
+    texts: TextStore  # bulk text (descriptions, text, report bodies): ``full(row)`` reads it
 
     @property
     def version(self) -> int:
         return self.meta.version
 
     @classmethod
-    def from_snapshot(cls, snapshot: Snapshot) -> QueryIndex:
-        return _build(snapshot)
+    def from_snapshot(cls, snapshot: Snapshot, texts: TextStore | None = None) -> QueryIndex:
+        """The index of ``snapshot``; its bulk text from ``texts`` when the rows were read
+        without it (``read``), else from the rows."""
+        if texts is None:
+            texts = TextStore.from_rows(
+                {
+                    "entities": snapshot.entities,
+                    "relationships": snapshot.relationships,
+                    "claims": snapshot.claims,
+                    "text_units": snapshot.text_units,
+                    "community_reports": snapshot.community_reports,
+                }
+            )
+        return _build(snapshot, texts)
+
+    @classmethod
+    def read(
+        cls,
+        store: GraphTables,
+        version: int | str | datetime | None = None,
+        text_dir: Path | None = None,
+    ) -> QueryIndex:
+        """The index of a version of the graph tables, its bulk text kept in memory-mapped
+        segments under ``text_dir`` (the system's temporary directory when None)."""
+        sink = TextStoreBuilder(text_dir)
+        snapshot = store.load(version, text_sink=sink)
+        return _build(snapshot, sink.build())
+
+    def full(self, row: R) -> R:
+        """``row`` (an entity, relationship, claim, text unit or report of this index) with
+        its bulk text, which the index's rows carry empty."""
+        return self.texts.full(row)
 
     def degree(self, key: str) -> int:
         """An entity's degree (relationships at it; a loop counts twice)."""
@@ -154,7 +191,7 @@ def newest_day(
     return max(known) if known else None
 
 
-def _build(snapshot: Snapshot) -> QueryIndex:
+def _build(snapshot: Snapshot, texts: TextStore) -> QueryIndex:
     entities = {e.id: e for e in snapshot.entities}
     by_title = {e.title: e.id for e in snapshot.entities}
     units = {u.id: u for u in snapshot.text_units}
@@ -217,4 +254,5 @@ def _build(snapshot: Snapshot) -> QueryIndex:
         },
         newest=newest_day(snapshot.meta, snapshot.documents, dates.values()),
         names=NameIndex.build(entities),
+        texts=texts,
     )

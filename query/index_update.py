@@ -36,6 +36,7 @@ from query.index import (
     newest_day,
     sum_daily,
 )
+from query.text_store import BULK, rows_text
 from query.time_window import to_date
 
 
@@ -127,6 +128,16 @@ class _Follower:
         added = [k for k in self._gone_e if k in self.entities and k not in old.entities]
         removed = [k for k in self._gone_e if k in old.entities and k not in self.entities]
         names = old.names.updated(self.entities, added, removed) if added or removed else old.names
+        texts = old.texts.updated(
+            {
+                name: (
+                    change.texts if change.texts is not None else rows_text(name, change.upserts),
+                    change.deletes,
+                )
+                for name in BULK
+                if (change := self.change(name))
+            }
+        )
         return QueryIndex(
             meta=meta,
             documents=self.documents,
@@ -155,6 +166,7 @@ class _Follower:
             community_daily=community_daily,
             newest=newest_day(meta, self.documents.values(), self._dates.values()),
             names=names,
+            texts=texts,
         )
 
     def _entities(self) -> set[str]:

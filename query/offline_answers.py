@@ -118,9 +118,9 @@ async def offline_local(
     )
     lines = [OFFLINE_LABEL]
     for hrid in ctx.ids["Entities"][:top_entities]:
-        e = index.entity_by_hrid[hrid]
+        e = index.full(index.entity_by_hrid[hrid])
         lines.append(f"- {e.title}: {e.description}{_cite('Entities', hrid)}")
-    units = [index.text_unit_by_hrid[i] for i in ctx.ids["Sources"]]
+    units = [index.full(index.text_unit_by_hrid[i]) for i in ctx.ids["Sources"]]
     for s, u in best_sentences(units, question, top_sentences):
         lines.append(
             f'- "{s}" ({u.title}, {u.published_at[:10]}){_cite("Sources", u.human_readable_id)}'

@@ -31,11 +31,14 @@ class ReportBatch:
 
 
 def level_reports(index: QueryIndex, level: int, window: TimeWindow) -> list[SnapshotReport]:
-    """Reports of ``level`` and of the leaves above it, active in ``window``, by number."""
+    """Reports of ``level`` and of the leaves above it, active in ``window``, by number,
+    with their text."""
     active = active_communities(index, window)
     numbers = sorted(c.community for c in index.communities_at_level(level))
     return [
-        index.reports[n] for n in numbers if n in index.reports and (active is None or n in active)
+        index.full(index.reports[n])
+        for n in numbers
+        if n in index.reports and (active is None or n in active)
     ]
 
 

@@ -25,6 +25,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 from core.graph_tables import (
@@ -44,6 +45,7 @@ from query.deps import QueryDeps
 from query.index import QueryIndex
 from query.index_update import follow
 from query.metrics import LagProbe, QueryMetrics
+from query.text_store import BULK
 
 log = logging.getLogger(__name__)
 
@@ -119,11 +121,20 @@ class IndexHolder:
         err = self.last_error
         return err if isinstance(err, GraphStoreUnavailableError) else None
 
+    def _text_dir(self) -> Path | None:
+        """Where the index's bulk text is mapped from: under the data directory (the local
+        disk), else the system's temporary directory."""
+        if self._settings is None:
+            return None
+        path = self._settings.data_dir / "query-text"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
     def _follow(self, held: QueryIndex, latest: VersionInfo) -> QueryIndex | None:
         """``held`` followed to ``latest`` row by row; None (read the whole version instead)
         if that fails, which is a defect: it is logged with its traceback."""
         try:
-            changes = self.store.changes(held.version, latest.version)
+            changes = self.store.changes(held.version, latest.version, split=BULK)
             lean = not self.store.reads("communities", "text_unit_ids")
             index = follow(held, latest.meta, changes, lean=lean)
         except SnapshotStoreError:
@@ -152,7 +163,7 @@ class IndexHolder:
                 index = self._follow(held, latest)
                 how = "followed"
             if index is None:
-                index = QueryIndex.from_snapshot(self.store.load(latest.version))
+                index = QueryIndex.read(self.store, latest.version, self._text_dir())
                 how = "whole"
         except SnapshotStoreError as err:
             self._failed(err)
@@ -207,8 +218,9 @@ class IndexHolder:
             return held
         cached = self._older.get(info.version)
         if cached is None:
-            snapshot = await asyncio.to_thread(self.store.load, info.version)
-            cached = await asyncio.to_thread(QueryIndex.from_snapshot, snapshot)
+            cached = await asyncio.to_thread(
+                QueryIndex.read, self.store, info.version, self._text_dir()
+            )
             self._older[info.version] = cached
             while len(self._older) > _OLDER_KEPT:
                 del self._older[next(iter(self._older))]

@@ -35,8 +35,10 @@ def _reference(index: QueryIndex, dataset: str, i: int) -> dict[str, Any] | None
     if dataset == "Entities" and (e := index.entity_by_hrid.get(i)):
         return {"id": i, "key": e.id, "title": e.title, "type": e.type}
     if dataset == "Relationships" and (r := index.relationship_by_hrid.get(i)):
+        r = index.full(r)
         return {"id": i, "source": r.source, "target": r.target, "description": r.description}
     if dataset == "Claims" and (c := index.claim_by_hrid.get(i)):
+        c = index.full(c)
         return {"id": i, "subject": c.subject_id, "type": c.type, "description": c.description}
     if dataset == "Reports" and (rep := index.reports.get(i)):
         return {"id": i, "community_id": rep.id, "level": rep.level, "title": rep.title}
@@ -63,6 +65,7 @@ def find_entity(index: QueryIndex, ident: str) -> SnapshotEntity | None:
 
 
 def entity_view(index: QueryIndex, e: SnapshotEntity, limit: int = 20) -> dict[str, Any]:
+    e = index.full(e)
     rels = sorted(
         map(index.relationships.__getitem__, index.relationships_by_entity.get(e.id, ())),
         key=lambda r: -index.combined_degree(r),
@@ -90,7 +93,7 @@ def entity_view(index: QueryIndex, e: SnapshotEntity, limit: int = 20) -> dict[s
                 "description": r.description,
                 "weight": r.weight,
             }
-            for r in rels[:limit]
+            for r in map(index.full, rels[:limit])
         ],
         "claims": [
             {
@@ -99,7 +102,7 @@ def entity_view(index: QueryIndex, e: SnapshotEntity, limit: int = 20) -> dict[s
                 "status": c.status,
                 "description": c.description,
             }
-            for c in index.claims_by_entity.get(e.id, ())[:limit]
+            for c in map(index.full, index.claims_by_entity.get(e.id, ())[:limit])
         ],
         "sources": [_reference(index, "Sources", u.human_readable_id) for u in units],
         "timeline": [(d.isoformat(), n) for d, n in index.entity_daily.get(e.id, ())],
@@ -117,6 +120,7 @@ def find_community(index: QueryIndex, ident: str) -> SnapshotCommunity | None:
 
 def community_summary(index: QueryIndex, c: SnapshotCommunity, score: float) -> dict[str, Any]:
     report = index.reports.get(c.community)
+    summary = index.texts.get("community_reports", "summary", report.id) if report else None
     return {
         "id": c.id,
         "community": c.community,
@@ -127,12 +131,13 @@ def community_summary(index: QueryIndex, c: SnapshotCommunity, score: float) -> 
         "size": c.size,
         "rank": report.rank if report else None,
         "emerging_score": score,
-        "summary": report.summary if report else "",
+        "summary": summary if summary is not None else (report.summary if report else ""),
     }
 
 
 def community_view(index: QueryIndex, c: SnapshotCommunity) -> dict[str, Any]:
     report = index.reports.get(c.community)
+    report = index.full(report) if report is not None else None
     members = [index.entities[k] for k in c.entity_ids if k in index.entities]
     return {
         **community_summary(index, c, c.emerging_score),

@@ -10,6 +10,7 @@ import pytest
 from core.graph_tables import GraphTables, open_graph_store
 from query.index import QueryIndex
 from query.index_update import follow
+from query.text_store import BULK
 from tests.unit.test_community_run import _fact, steady_job
 from tests.unit.test_query_service import grown, versioned, world
 
@@ -21,35 +22,60 @@ def assert_same(followed: QueryIndex, fresh: QueryIndex, step: int) -> None:
 
 
 class TestFollow:
-    @pytest.mark.parametrize("for_queries", [False, True], ids=["whole rows", "query reader"])
+    @pytest.mark.parametrize(
+        ("for_queries", "mapped"),
+        [(False, False), (True, False), (True, True)],
+        ids=["whole rows", "query reader", "query service, text mapped"],
+    )
     async def test_every_version_followed_row_by_row_equals_a_fresh_index(
-        self, tmp_path: Path, for_queries: bool
+        self, tmp_path: Path, for_queries: bool, mapped: bool
     ) -> None:
         """News of every kind (a fact, a newcomer, a repeat, a new cluster) through the
         community job; after each run the followed index equals the fresh one, with whole
-        rows and with the query service's reader (which leaves columns it never uses out)."""
+        rows, with the query service's reader (which leaves columns it never uses out), and
+        as the service reads it, the bulk text in memory-mapped segments."""
         world, job = await steady_job(tmp_path)
         store = open_graph_store(job.settings, for_queries=for_queries)
-        index = QueryIndex.from_snapshot(store.load())
+        text_dir = tmp_path / "text"
+        text_dir.mkdir()
+
+        def fresh() -> QueryIndex:
+            if mapped:
+                return QueryIndex.read(store, None, text_dir)
+            return QueryIndex.from_snapshot(store.load())
+
+        index = fresh()
         followed_rows = 0
         for step in range(1, 13):
             _fact(world, step)
             await job.run(world.view)
             latest = store.resolve(None)
-            changes = store.changes(index.version, latest.version)
+            changes = store.changes(index.version, latest.version, split=BULK if mapped else None)
             followed_rows += sum(len(c.upserts) + len(c.deletes) for c in changes.values())
             index = follow(index, latest.meta, changes, lean=for_queries)
-            assert_same(index, QueryIndex.from_snapshot(store.load()), step)
+            assert_same(index, fresh(), step)
         assert followed_rows > 0
+        assert not list(text_dir.iterdir())  # each segment's file is unlinked once mapped
         whole = QueryIndex.from_snapshot(open_graph_store(job.settings).load())
         assert {r.id: index.combined_degree(r) for r in index.relationships.values()} == {
             r.id: r.combined_degree for r in whole.relationships.values()
         }
         lists = {c.text_unit_ids for c in index.communities.values()}
         assert (lists == {()}) == for_queries
-        assert all(r.full_content == "" and r.body() for r in index.reports.values()) or not (
-            for_queries
-        )
+        assert all(
+            r.full_content == "" and r.body() for r in map(index.full, index.reports.values())
+        ) or not (for_queries)
+        # the rows carry no bulk text when it is mapped, and full() gives it back as stored
+        described = [e for e in whole.entities.values() if e.description]
+        assert described
+        for e in described:
+            assert (index.entities[e.id].description == "") == mapped
+            assert index.full(index.entities[e.id]).description == e.description
+        for u in whole.text_units.values():
+            assert index.full(index.text_units[u.id]).text == u.text
+        for r in whole.reports.values():
+            got = index.full(index.reports[r.community])
+            assert (got.summary, got.findings) == (r.summary, r.findings)
 
     async def test_a_deleted_document_leaves_every_map(self, tmp_path: Path) -> None:
         _, job = await steady_job(tmp_path)
