@@ -695,7 +695,7 @@ class GraphTables:
                 whole = whole.drop_columns(list(split))
             tables[name] = arrow_to_rows(name, whole, values)
             del whole
-        release_memory()
+            release_memory()  # each table's read buffers go back before the next is read
         return Snapshot(meta=info.meta, **tables)
 
     @_storage_io
@@ -1058,12 +1058,14 @@ def _reject_stale(version: int, current: int | None) -> None:
 # its JSON form (a third copy) is only for GraphRAG's export
 QUERY_OMITS: Mapping[str, tuple[str, ...]] = {
     "community_reports": ("full_content", "full_content_json"),
-    "text_units": ("relationship_ids",),  # searches reach relationships through entities
-    "documents": ("text",),  # answers quote text units; a document's text is the export's
+    # searches reach relationships and claims through entities
+    "text_units": ("relationship_ids", "covariate_ids"),
+    # answers quote text units; a document's text and raw fields are the export's
+    "documents": ("text", "raw_data"),
     # derived, not stored: a community's relationships and text units are its members', and a
     # relationship's combined degree its ends' degrees (``QueryIndex.combined_degree``)
-    "communities": ("relationship_ids", "text_unit_ids"),
-    "relationships": ("combined_degree",),
+    "communities": ("relationship_ids", "text_unit_ids", "size_history"),
+    "relationships": ("combined_degree", "strength"),
 }
 
 

@@ -349,6 +349,12 @@ class ApiSettings(BaseModel):
     api_key: str | None = Field(None, description="Require this key in X-API-Key when set")
     max_question_chars: int = Field(4000, ge=10, description="Longest question accepted")
     max_request_bytes: int = Field(1_000_000, ge=1024, description="Largest request body")
+    malloc_arenas: int = Field(
+        2,
+        ge=0,
+        description="glibc malloc arenas for the query service (core/malloc.py); 0 leaves the "
+        "C library's default (8 per core), which keeps more freed pages",
+    )
 
 
 class TablesSettings(BaseModel):

@@ -326,9 +326,11 @@ def api_cmd(
     """Serve the HTTP API (OpenAPI docs at /docs)."""
     import uvicorn
 
+    from core.malloc import cap_malloc_arenas
     from query.api.app import create_app
 
     settings = get_settings()
+    cap_malloc_arenas(settings.api.malloc_arenas)  # before uvicorn and the readers start threads
     uvicorn.run(
         create_app(settings),
         host=host or settings.api.host,

@@ -202,8 +202,10 @@ def rows_text(name: str, rows: Sequence[Any]) -> pa.Table:
 def _write(table: pa.Table, directory: Path | None) -> _Segment:
     """``table`` written as an Arrow IPC file, mapped, and the file unlinked."""
     fd, path = tempfile.mkstemp(prefix="kgrag-text-", suffix=".arrow", dir=directory)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as fh, pa.ipc.new_file(fh, table.schema) as writer:
+        # a native file: through a Python file object each buffer was copied into bytes
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
         source = pa.memory_map(path, "r")
     finally:

@@ -7,6 +7,7 @@ queried today still has a "last week". The window holds whole days, both ends in
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -51,8 +52,11 @@ class TimeWindow:
         }
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def to_date(text: str | None) -> date | None:
-    """The UTC day of an ISO 8601 time or date; ``None`` when empty or unreadable."""
+    """The UTC day of an ISO 8601 time or date; ``None`` when empty or unreadable. Cached:
+    an index holds a day per entity and community per day mentioned, so one ``date`` object
+    per day is shared by all of them (and parsed once)."""
     if not text:
         return None
     try:
