@@ -198,6 +198,15 @@ def basic_cmd(
 
 # ---- trends ------------------------------------------------------------------------------------
 
+
+def _then_cell(then: Any) -> str:
+    if not then.existed:
+        return "new"
+    if then.rank is None:
+        return f"not mentioned ({then.size} members)"
+    return f"#{then.rank} ({then.score:.2f})"
+
+
 _BARS = "▁▂▃▄▅▆▇█"
 
 
@@ -219,19 +228,31 @@ def trends_cmd(
     limit: Annotated[int, typer.Option(help="Rows per table")] = 10,
     level: Annotated[int | None, typer.Option(help="Only communities of this level")] = None,
     as_of: AsOf = None,
+    compare: Annotated[
+        str | None,
+        typer.Option(
+            "--compare",
+            help="Answer from this graph version too (number or ISO time) and show then beside now",
+        ),
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
     """What is emerging: communities by emerging score, new entities, mention timelines."""
     from query.errors import QueryError
     from query.time_window import parse_time_window
-    from query.trends import trends
+    from query.trends import compare_trends, trends
 
-    index = load_index(get_settings(), as_of)
+    settings = get_settings()
+    index = load_index(settings, as_of)
+    then = None if compare is None else load_index(settings, compare)
     try:
         window = parse_time_window(since, until, newest=index.newest)
+        result = trends(index, window, limit=limit, level=level)
+        if then is not None:
+            then_window = parse_time_window(since, until, newest=then.newest)
+            result = compare_trends(result, then, then_window, limit=limit, level=level)
     except QueryError as e:
         _fail(str(e))
-    result = trends(index, window, limit=limit, level=level)
     if as_json:
         _print_json(result.as_dict())
         return
@@ -239,15 +260,30 @@ def trends_cmd(
         f"[bold]Trends {result.since} .. {result.until}[/] ({result.window_days} days, "
         f"snapshot {result.snapshot_version})"
     )
+    compared = result.compared
+    then_header = [f"v{compared.snapshot_version}"] if compared else []
     table = Table(
-        "#", "community", "level", "title", "score", "in window", "before", "top entities"
-    )
+        "#", "community", "level", "title", "score", "in window", "before", *then_header,
+        "top entities",
+    )  # fmt: skip
     for i, c in enumerate(result.communities, 1):
+        then_cell = [_then_cell(compared.then[c.id])] if compared else []
         table.add_row(
             str(i), str(c.community), str(c.level), c.title, f"{c.score:.2f}",
-            str(c.recent), str(c.earlier), ", ".join(c.top_entities),
+            str(c.recent), str(c.earlier), *then_cell, ", ".join(c.top_entities),
         )  # fmt: skip
     console.print(table if result.communities else "[dim]no community mentioned in the window[/]")
+    if compared is not None:
+        console.print(
+            f"[dim]v{compared.snapshot_version}: the same question from graph version "
+            f"{compared.snapshot_version} ({compared.since} .. {compared.until}): its rank "
+            "and score then, or new (the community did not exist)[/]"
+        )
+        dropped = Table("rank then", "community", "title", "score then", title="Dropped since")
+        for d in compared.dropped:
+            dropped.add_row(str(d.rank), str(d.community), d.title, f"{d.score:.2f}")
+        if compared.dropped:
+            console.print(dropped)
     new = Table("entity", "type", "first seen", "mentions", title="New entities")
     for ne in result.new_entities:
         new.add_row(ne.title, ne.type, ne.first_seen, str(ne.mentions))

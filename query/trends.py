@@ -11,7 +11,7 @@ Only communities mentioned in the window are listed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -52,6 +52,43 @@ class EntityTimeline:
 
 
 @dataclass(frozen=True, slots=True)
+class ThenCommunity:
+    """A community of the answer as an earlier graph version knew it (by its stable id)."""
+
+    existed: bool  # the community had this id then
+    size: int  # its members then (0 when it did not exist)
+    rank: int | None  # its place in that version's ranking (None: not mentioned in its window)
+    score: float | None
+    recent: int  # its mentions in that version's window
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedCommunity:
+    """A top row of the earlier answer that is not in the answer now, as it was then."""
+
+    rank: int  # its place in that version's ranking
+    community: int
+    id: str
+    level: int
+    title: str
+    score: float
+    recent: int
+
+
+@dataclass(frozen=True, slots=True)
+class TrendComparison:
+    """The same trend question answered from another graph version: ``then`` for every
+    community of the answer now, and the communities that were in the top rows then and
+    are not now (``dropped``, as they were then)."""
+
+    snapshot_version: int
+    since: str
+    until: str
+    then: dict[str, ThenCommunity]  # by community id
+    dropped: tuple[DroppedCommunity, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class TrendsResult:
     since: str
     until: str
@@ -60,6 +97,7 @@ class TrendsResult:
     new_entities: tuple[NewEntity, ...]
     timelines: tuple[EntityTimeline, ...]
     snapshot_version: int
+    compared: TrendComparison | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -177,3 +215,44 @@ def trends(
         timelines=tuple(timelines(index, span, keys=entity_keys, limit=limit)),
         snapshot_version=index.version,
     )
+
+
+def compare_trends(
+    now: TrendsResult,
+    then_index: QueryIndex,
+    window: TimeWindow,
+    *,
+    limit: int = 10,
+    level: int | None = None,
+    default_days: int = 7,
+) -> TrendsResult:
+    """``now`` with the same question answered from ``then_index`` (another graph version)
+    beside it. ``window`` is the question's window read against that version (callers
+    parse it with its newest day: "last 7 days" is the last week of what each version had,
+    a date range the same days in both). Communities are matched by their stable ids,
+    which follow a community through its changes."""
+    since, until = effective_span(then_index, window, default_days)
+    everything = len(then_index.communities)
+    ranked = trending_communities(then_index, since, until, limit=everything, level=level)
+    place = {c.id: (i, c) for i, c in enumerate(ranked, 1)}
+    then: dict[str, ThenCommunity] = {}
+    for c in now.communities:
+        found = then_index.community_by_id.get(c.id)
+        at = place.get(c.id)
+        then[c.id] = ThenCommunity(
+            existed=found is not None,
+            size=found.size if found is not None else 0,
+            rank=at[0] if at else None,
+            score=at[1].score if at else None,
+            recent=at[1].recent if at else 0,
+        )
+    shown = {c.id for c in now.communities}
+    dropped = tuple(
+        DroppedCommunity(i, c.community, c.id, c.level, c.title, c.score, c.recent)
+        for i, c in enumerate(ranked[:limit], 1)
+        if c.id not in shown
+    )
+    comparison = TrendComparison(
+        then_index.version, since.isoformat(), until.isoformat(), then, dropped
+    )
+    return replace(now, compared=comparison)

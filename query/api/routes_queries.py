@@ -24,7 +24,7 @@ from query.index import QueryIndex
 from query.results import QueryResult, QuestionsResult
 from query.sse import EVENT_SCHEMA, HEADERS, MEDIA_TYPE, answer_pieces, sse_event
 from query.time_window import parse_time_window
-from query.trends import trends
+from query.trends import compare_trends, trends
 
 log = logging.getLogger(__name__)
 
@@ -185,12 +185,22 @@ def routes(state: ServiceState) -> APIRouter:
         limit: int = Query(10, ge=1, le=200),
         level: int | None = Query(None, ge=0, le=20),
         as_of: str | None = Query(None, description="A graph version number or an ISO time"),
+        compare: str | None = Query(
+            None,
+            description="Answer the same question from this graph version too (a version "
+            "number or an ISO time) and show each community then beside now",
+        ),
     ) -> Any:
         index = await state.holder.at(as_of)
+        then = None if compare is None else await state.holder.at(compare)
 
         async def work() -> dict[str, Any]:
             window = parse_time_window(since, until, newest=index.newest)
-            return trends(index, window, limit=limit, level=level).as_dict()
+            result = trends(index, window, limit=limit, level=level)
+            if then is not None:
+                then_window = parse_time_window(since, until, newest=then.newest)
+                result = compare_trends(result, then, then_window, limit=limit, level=level)
+            return result.as_dict()
 
         return await state.timed("trends", work)
 

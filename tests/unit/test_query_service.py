@@ -436,6 +436,14 @@ class TestSnapshotSwap:
             assert "oldest version kept is 3" in error(gone)["message"]
             bad = c.get("/v1/trends", params={"as_of": "last tuesday"})
             assert bad.status_code == 422 and "ISO time" in error(bad)["message"]
+            # the same trend question from version 3 beside the answer now (version 5)
+            both = c.get("/v1/trends", params={"compare": 3}).json()
+            assert both["snapshot_version"] == 5 and both["compared"]["snapshot_version"] == 3
+            assert both["communities"]
+            assert set(both["compared"]["then"]) == {row["id"] for row in both["communities"]}
+            assert all(t["existed"] for t in both["compared"]["then"].values())
+            old = c.get("/v1/trends", params={"compare": 1})
+            assert old.status_code == 404 and "oldest version kept is 3" in error(old)["message"]
 
     def test_scripted_llm_answers_use_the_llm_path(
         self, tmp_path: Path, store: GraphTables

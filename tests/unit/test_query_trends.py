@@ -10,7 +10,7 @@ from query.activity import active_communities
 from query.errors import TimeWindowError
 from query.index import QueryIndex
 from query.time_window import TimeWindow, parse_time_window
-from query.trends import trends
+from query.trends import compare_trends, trends
 from tests.unit.test_query_support import comm, ent, snapshot, unit, world
 
 NEWEST = date(1987, 3, 31)
@@ -119,3 +119,48 @@ class TestTrends:
         result = trends(index, TimeWindow())
         assert (result.since, result.until, result.window_days) == ("1987-03-25", "1987-03-31", 7)
         assert {c.community for c in result.communities} == {2, 5}
+
+
+def before_the_burst() -> QueryIndex:
+    """``burst_world`` as an earlier version knew it: 55 days of the steady storyline, no
+    burst yet, and another storyline that flared in those last days and is gone since."""
+    start = date(1987, 1, 1)
+    steady = ent(1, "Steady Corp", "A company in the news every day.", [], 1)
+    faded = ent(3, "Faded plc", "A company briefly in the news.", [], 1)
+    units = [
+        unit(i + 1, f"Steady Corp news {i}.", str(start + timedelta(days=i)), [steady])
+        for i in range(55)
+    ]
+    units += [
+        unit(200 + i, f"Faded plc news {i}.", str(start + timedelta(days=50 + i // 3)), [faded])
+        for i in range(15)
+    ]
+    steady = ent(1, "Steady Corp", steady.description, [u.id for u in units[:55]], 1)
+    faded = ent(3, "Faded plc", faded.description, [u.id for u in units[55:]], 1)
+    communities = [comm(1, 0, [steady]), comm(3, 0, [faded])]
+    return QueryIndex.from_snapshot(
+        snapshot([steady, faded], units=units, communities=communities, version=1)
+    )
+
+
+class TestCompare:
+    def test_the_same_question_from_an_earlier_version_beside_now(self) -> None:
+        now_index, then_index = burst_world(), before_the_burst()
+        now = trends(now_index, parse_time_window("last 5 days", None, newest=now_index.newest))
+        then_window = parse_time_window("last 5 days", None, newest=then_index.newest)
+        result = compare_trends(now, then_index, then_window)
+        compared = result.compared
+        assert compared is not None and result.communities == now.communities
+        # "last 5 days" is read against what that version had: its own last five days
+        assert (compared.since, compared.until) == ("1987-02-20", "1987-02-24")
+        burst, steady = (compared.then[c.id] for c in now.communities)
+        assert (burst.existed, burst.rank, burst.size) == (False, None, 0)  # new since then
+        assert (steady.existed, steady.rank, steady.recent) == (True, 2, 5)
+        assert steady.score is not None
+        [gone] = compared.dropped  # the storyline that led then and is not in the answer now
+        assert (gone.id, gone.rank, gone.title, gone.recent) == ("c-3", 1, "Community 3", 15)
+        assert result.as_dict()["compared"]["dropped"][0]["rank"] == 1
+
+    def test_without_a_comparison_the_answer_says_none(self) -> None:
+        index = burst_world()
+        assert trends(index, TimeWindow()).as_dict()["compared"] is None
