@@ -70,6 +70,7 @@ from bench.results_io import (
 from bench.synthetic import Corpus
 from core.graph_tables import open_graph_store
 from core.settings import Settings, TablesSettings
+from graph.leiden_graph import gc_paused
 from graph.snapshots import snapshot_to_tables
 from query.context import LocalContextConfig, build_local_context, named_in_window
 from query.deps import token_counter
@@ -205,8 +206,9 @@ def measure(n: int, corpus: Corpus, where: str = "local") -> dict[str, Any]:
             asyncio.run(job_run(settings, warm.state))
         latest = store.version_infos()[-1]
         t = time.monotonic()
-        changes = reader.changes(index.version, latest.version, split=BULK)
-        index = follow(index, latest.meta, changes, lean=True)
+        with gc_paused():  # as the query service does (query.api.state)
+            changes = reader.changes(index.version, latest.version, split=BULK)
+            index = follow(index, latest.meta, changes, lean=True)
         swaps.append(time.monotonic() - t)
     t = time.monotonic()
     fresh = QueryIndex.read(reader, None, text_dir)

@@ -21,6 +21,7 @@ from typing import TypeVar
 
 from core.graph_tables import GraphTables
 from graph.keys import entity_key
+from graph.leiden_graph import gc_paused
 from graph.snapshot_model import (
     Snapshot,
     SnapshotClaim,
@@ -96,8 +97,9 @@ class QueryIndex:
         """The index of a version of the graph tables, its bulk text kept in memory-mapped
         segments under ``text_dir`` (the system's temporary directory when None)."""
         sink = TextStoreBuilder(text_dir)
-        snapshot = store.load(version, text_sink=sink)
-        return _build(snapshot, sink.build())
+        with gc_paused():  # millions of acyclic rows: no full collections while they arrive
+            snapshot = store.load(version, text_sink=sink)
+            return _build(snapshot, sink.build())
 
     def full(self, row: R) -> R:
         """``row`` (an entity, relationship, claim, text unit or report of this index) with
