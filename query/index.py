@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -34,7 +34,7 @@ from graph.snapshot_model import (
     SnapshotTextUnit,
 )
 from query.entity_names import NameIndex
-from query.text_store import TextStore, TextStoreBuilder
+from query.text_store import TextStore, TextStoreBuilder, without_text
 from query.time_window import DailyCounts, to_date
 
 R = TypeVar("R")
@@ -74,7 +74,8 @@ class QueryIndex:
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot, texts: TextStore | None = None) -> QueryIndex:
         """The index of ``snapshot``; its bulk text from ``texts`` when the rows were read
-        without it (``read``), else from the rows."""
+        without it (``read``), else taken out of the rows into a store of its own, so an
+        index made from rows reads text as one the service reads (``full``) does."""
         if texts is None:
             texts = TextStore.from_rows(
                 {
@@ -84,6 +85,14 @@ class QueryIndex:
                     "text_units": snapshot.text_units,
                     "community_reports": snapshot.community_reports,
                 }
+            )
+            snapshot = replace(
+                snapshot,
+                entities=tuple(map(without_text, snapshot.entities)),
+                relationships=tuple(map(without_text, snapshot.relationships)),
+                claims=tuple(map(without_text, snapshot.claims)),
+                text_units=tuple(map(without_text, snapshot.text_units)),
+                community_reports=tuple(map(without_text, snapshot.community_reports)),
             )
         return _build(snapshot, texts)
 

@@ -36,7 +36,7 @@ from query.index import (
     newest_day,
     sum_daily,
 )
-from query.text_store import BULK, rows_text
+from query.text_store import BULK, rows_text, without_text
 from query.time_window import to_date
 
 
@@ -66,7 +66,22 @@ def follow(
     columns no query reads (communities' ``relationship_ids`` and ``text_unit_ids``,
     relationships' ``combined_degree``); they are not maintained either."""
     with gc_paused():
-        return _Follower(index, changes, lean).build(meta)
+        return _Follower(index, _text_apart(changes), lean).build(meta)
+
+
+def _text_apart(changes: Mapping[str, TableChange]) -> dict[str, TableChange]:
+    """Changes read with whole rows (no ``split``): their bulk text taken out into
+    ``texts``, as the query service's reader gives them."""
+    out = dict(changes)
+    for name in BULK:
+        change = changes.get(name)
+        if change is not None and change.texts is None and change.upserts:
+            out[name] = TableChange(
+                tuple(map(without_text, change.upserts)),
+                change.deletes,
+                rows_text(name, change.upserts),
+            )
+    return out
 
 
 class _Follower:
@@ -129,14 +144,7 @@ class _Follower:
         removed = [k for k in self._gone_e if k in old.entities and k not in self.entities]
         names = old.names.updated(self.entities, added, removed) if added or removed else old.names
         texts = old.texts.updated(
-            {
-                name: (
-                    change.texts if change.texts is not None else rows_text(name, change.upserts),
-                    change.deletes,
-                )
-                for name in BULK
-                if (change := self.change(name))
-            }
+            {name: (change.texts, change.deletes) for name in BULK if (change := self.change(name))}
         )
         return QueryIndex(
             meta=meta,

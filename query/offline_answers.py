@@ -187,7 +187,7 @@ async def offline_basic(
     ctx = await basic_context(
         question, index, deps, config=config or BasicSearchConfig(), window=window or TimeWindow()
     )
-    units = [index.text_unit_by_hrid[i] for i in ctx.table.ids]
+    units = [index.full(index.text_unit_by_hrid[i]) for i in ctx.table.ids]
     lines = [OFFLINE_LABEL]
     for s, u in best_sentences(units, question, top_passages):
         lines.append(

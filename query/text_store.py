@@ -42,6 +42,7 @@ BULK: Mapping[str, tuple[str, ...]] = {
     "community_reports": ("summary", "rating_explanation", "findings"),
 }
 _TABLE_OF: Mapping[type, str] = {TABLES[name]: name for name in BULK}
+_TUPLE_COLUMNS = frozenset({"findings"})  # the bulk columns whose empty value is ()
 MAX_SEGMENTS = 24  # per table, before its live rows are rewritten into one segment
 _STRIDE = 1 << 32  # position = segment number * _STRIDE + row within the segment
 
@@ -192,6 +193,15 @@ class TextStoreBuilder:
 
     def build(self) -> TextStore:
         return TextStore(self._tables, self._directory)
+
+
+def without_text(row: R) -> R:
+    """``row`` with its bulk columns empty, as the query service's reader gives it."""
+    table = _TABLE_OF.get(type(row))
+    if table is None:
+        return row
+    empty = {c: () if c in _TUPLE_COLUMNS else "" for c in BULK[table]}
+    return dataclasses.replace(row, **empty)  # type: ignore[type-var]
 
 
 def rows_text(name: str, rows: Sequence[Any]) -> pa.Table:

@@ -334,7 +334,7 @@ async def entity_store(index: QueryIndex, extra_keys: Sequence[str] = ()) -> Dic
     """Entity and text-unit vectors of the index (plus vectors for keys it does not hold)."""
     embedder = HashingEmbedder(256)
     store = DictVectorStore()
-    ents = list(index.entities.values())
+    ents = [index.full(e) for e in index.entities.values()]
     vectors = await embedder.embed([f"{e.title} {e.description}" for e in ents])
     await store.upsert(
         "entity", [(e.id, v, {"title": e.title}) for e, v in zip(ents, vectors, strict=True)]
@@ -343,7 +343,7 @@ async def entity_store(index: QueryIndex, extra_keys: Sequence[str] = ()) -> Dic
     await store.upsert(
         "entity", [(k, v, {"title": k}) for k, v in zip(extra_keys, ghosts, strict=True)]
     )
-    units = list(index.text_units.values())
+    units = [index.full(u) for u in index.text_units.values()]
     uvec = await embedder.embed([u.text for u in units])
     await store.upsert(
         "text_unit",
