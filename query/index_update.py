@@ -196,12 +196,15 @@ class _Follower:
             if old is not None:
                 reached.update(old)
             self.relationships.pop(rid, None)
-        by_title = {e.title: k for k, e in self.entities.items()}
+        titles: dict[str, str] = {}  # rows of earlier releases name their ends by title only
+
+        def key_of(title: str) -> str:
+            if not titles:
+                titles.update((e.title, k) for k, e in self.entities.items())
+            return titles.get(title) or entity_key(title)
+
         for r in change.upserts:
-            ends = (
-                r.source_id or by_title.get(r.source) or entity_key(r.source),
-                r.target_id or by_title.get(r.target) or entity_key(r.target),
-            )
+            ends = (r.source_id or key_of(r.source), r.target_id or key_of(r.target))
             self.ends[r.id] = ends
             self.relationships[r.id] = r
             reached.update(ends)
@@ -331,37 +334,52 @@ class _Follower:
         the community numbers whose row changed."""
         change = self.change("communities")
         changed: set[int] = set()
-        affected_entities: set[str] = set()
+        # (entity, level, community) memberships that end and that begin: a community that
+        # kept its number and level changes only for the members that left or joined it (a
+        # level-0 community of 100,000 members that gained three changes three entities)
+        leave: list[tuple[str, int, int]] = []
+        join: list[tuple[str, int, int]] = []
         for cid in change.deletes:
             c = self.community_by_id.pop(cid, None)
             if c is not None:
                 self.communities.pop(c.community, None)
                 changed.add(c.community)
-                affected_entities.update(c.entity_ids)
+                leave.extend((k, c.level, c.community) for k in c.entity_ids)
         for c in change.upserts:
             before = self.community_by_id.get(c.id)
-            if before is not None:
-                affected_entities.update(before.entity_ids)
-                if before.community != c.community:
-                    self.communities.pop(before.community, None)
-                    changed.add(before.community)
-            affected_entities.update(c.entity_ids)
+            if before is None:
+                join.extend((k, c.level, c.community) for k in c.entity_ids)
+            elif (before.community, before.level) == (c.community, c.level):
+                was, now = set(before.entity_ids), set(c.entity_ids)
+                leave.extend((k, c.level, c.community) for k in was - now)
+                join.extend((k, c.level, c.community) for k in now - was)
+            else:
+                self.communities.pop(before.community, None)
+                changed.add(before.community)
+                leave.extend((k, before.level, before.community) for k in before.entity_ids)
+                join.extend((k, c.level, c.community) for k in c.entity_ids)
             self._set_community(c)
             changed.add(c.community)
         memberships = dict(old.entity_communities)
-        joined: dict[str, dict[int, int]] = {}  # entity -> level -> changed community holding it
-        for n in changed:
-            c = self.communities.get(n)
-            if c is not None:
-                for key in c.entity_ids:
-                    joined.setdefault(key, {})[c.level] = n
-        for key in affected_entities:
-            levels = {lv: n for lv, n in memberships.get(key, {}).items() if n not in changed}
-            levels.update(joined.get(key, {}))
+        copied: set[str] = set()  # entities whose level map is this index's own already
+
+        def levels_of(key: str) -> dict[int, int]:
+            if key not in copied:
+                copied.add(key)
+                memberships[key] = dict(memberships.get(key, {}))
+            return memberships[key]
+
+        for key, level, n in leave:  # all endings first: a member may move between two
+            if memberships.get(key, {}).get(level) == n:
+                del levels_of(key)[level]
+        for key, level, n in join:
+            levels_of(key)[level] = n
+        for key in copied:
+            levels = memberships[key]
             if levels:
                 memberships[key] = dict(sorted(levels.items()))
             else:
-                memberships.pop(key, None)
+                del memberships[key]
         for key in () if self.lean else members_changed:
             for n in memberships.get(key, {}).values():
                 if n not in changed and n in self.communities:
