@@ -73,6 +73,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 
 from core.errors import ConfigError
 from core.object_store import delta_storage_options, one_line
@@ -652,6 +653,8 @@ class GraphTables:
             if since is not None:
                 condition = condition & (pc.field(_VERSION) > since)
                 dataset = _files_between(dt, dataset, since, as_of)
+            if not self.remote:
+                dataset = _on_local_disk(dataset, dt.table_uri)
         omitted = self.omit.get(table, ())
         wanted = None
         if columns is not None:
@@ -685,14 +688,19 @@ class GraphTables:
         del narrow
         tables = {}
         for name in TABLES:
-            whole = read(name)
+            split = text_sink.split(name) if text_sink is not None else ()
+            if text_sink is not None and split:
+                # the bulk text read on its own and handed over before the rest is read, so
+                # the rows are never made beside the text's Arrow buffers
+                text_sink.add(name, read(name, ("id", *split)))
+                release_memory()
+                rest = [c for c in table_schema(name).fields if self.reads(name, c)]
+                whole = read(name, [c for c in rest if c not in split])
+            else:
+                whole = read(name)
             values = derived.get(name)
             if values is not None and not whole.column("id").equals(narrow_ids[name]):
                 values = _realigned(values, narrow_ids[name], whole.column("id"))
-            split = text_sink.split(name) if text_sink is not None else ()
-            if text_sink is not None and split:
-                text_sink.add(name, whole.select(["id", *split]))
-                whole = whole.drop_columns(list(split))
             tables[name] = arrow_to_rows(name, whole, values)
             del whole
             release_memory()  # each table's read buffers go back before the next is read
@@ -983,6 +991,21 @@ def _listed_rows(schema: pa.Schema, listed: Sequence[VersionInfo]) -> pc.Express
     oldest = min(v.version for v in listed)
     commits = [v.commit for v in listed if v.commit]
     return (pc.field(_VERSION) < oldest) | pc.field(_COMMIT).isin(commits)
+
+
+def _on_local_disk(dataset: pads.FileSystemDataset, table_uri: str) -> pads.FileSystemDataset:
+    """The same files (with the statistics that prune them) read through Arrow's own local
+    file system instead of delta-rs's file handler: reading 8,000 articles' tables through
+    the handler left 70-100 MiB behind in the process, through Arrow 35-45 MiB."""
+    root = table_uri.removeprefix("file://")
+    local = pafs.LocalFileSystem()
+    fragments = [
+        dataset.format.make_fragment(
+            os.path.join(root, f.path), local, partition_expression=f.partition_expression
+        )
+        for f in dataset.get_fragments()
+    ]
+    return pads.FileSystemDataset(fragments, dataset.schema, dataset.format, local)
 
 
 def _files_between(dt: Any, dataset: pads.FileSystemDataset, since: int, until: int) -> Any:
