@@ -63,25 +63,35 @@ class TestActivity:
         assert active_communities(index, TimeWindow()) is None
 
 
+def news_world(*storylines: tuple[int, str, int, int, int], version: int = 1) -> QueryIndex:
+    """One community of one entity per storyline ``(number, name, first day after 1 January
+    1987, articles, articles per day)``; the entity is first seen on its first day."""
+    start = date(1987, 1, 1)
+    entities, units, communities = [], [], []
+    for number, name, first, count, per_day in storylines:
+        bare = ent(number, name, f"{name}, in the news.", [], 1)
+        mine = [
+            unit(
+                number * 1000 + i,
+                f"{name} news {i}.",
+                str(start + timedelta(days=first + i // per_day)),
+                [bare],
+            )
+            for i in range(count)
+        ]
+        seen = str(start + timedelta(days=first))
+        e = ent(number, name, bare.description, [u.id for u in mine], 1, first_seen=seen)
+        entities.append(e)
+        units += mine
+        communities.append(comm(number, 0, [e]))
+    return QueryIndex.from_snapshot(
+        snapshot(entities, units=units, communities=communities, version=version)
+    )
+
+
 def burst_world() -> QueryIndex:
     """A steady storyline mentioned every day for 60 days and a burst in the last 5."""
-    steady = ent(1, "Steady Corp", "A company in the news every day.", [], 1)
-    burst = ent(2, "Burst Ltd", "A company that suddenly made news.", [], 1)
-    start = date(1987, 1, 1)
-    units = [
-        unit(i + 1, f"Steady Corp news {i}.", str(start + timedelta(days=i)), [steady])
-        for i in range(60)
-    ]
-    units += [
-        unit(100 + i, f"Burst Ltd news {i}.", str(start + timedelta(days=55 + i // 4)), [burst])
-        for i in range(20)
-    ]
-    steady = ent(1, "Steady Corp", steady.description, [u.id for u in units[:60]], 1)
-    burst = ent(
-        2, "Burst Ltd", burst.description, [u.id for u in units[60:]], 1, first_seen="1987-02-25"
-    )
-    communities = [comm(1, 0, [steady]), comm(2, 0, [burst])]
-    return QueryIndex.from_snapshot(snapshot([steady, burst], units=units, communities=communities))
+    return news_world((1, "Steady Corp", 0, 60, 1), (2, "Burst Ltd", 55, 20, 4))
 
 
 class TestTrends:
@@ -124,23 +134,7 @@ class TestTrends:
 def before_the_burst() -> QueryIndex:
     """``burst_world`` as an earlier version knew it: 55 days of the steady storyline, no
     burst yet, and another storyline that flared in those last days and is gone since."""
-    start = date(1987, 1, 1)
-    steady = ent(1, "Steady Corp", "A company in the news every day.", [], 1)
-    faded = ent(3, "Faded plc", "A company briefly in the news.", [], 1)
-    units = [
-        unit(i + 1, f"Steady Corp news {i}.", str(start + timedelta(days=i)), [steady])
-        for i in range(55)
-    ]
-    units += [
-        unit(200 + i, f"Faded plc news {i}.", str(start + timedelta(days=50 + i // 3)), [faded])
-        for i in range(15)
-    ]
-    steady = ent(1, "Steady Corp", steady.description, [u.id for u in units[:55]], 1)
-    faded = ent(3, "Faded plc", faded.description, [u.id for u in units[55:]], 1)
-    communities = [comm(1, 0, [steady]), comm(3, 0, [faded])]
-    return QueryIndex.from_snapshot(
-        snapshot([steady, faded], units=units, communities=communities, version=1)
-    )
+    return news_world((1, "Steady Corp", 0, 55, 1), (3, "Faded plc", 50, 15, 3))
 
 
 class TestCompare:
