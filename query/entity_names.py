@@ -77,10 +77,10 @@ _BREAKS = frozenset(',;:?!()[]{}"/')  # punctuation that ends a phrase ("." ends
 @dataclass(frozen=True, slots=True)
 class NameIndex:
     """Entity keys by name word and by acronym, and each word's inverse document frequency
-    over names."""
+    over names (computed when asked: every new name moves all of them)."""
 
     by_word: dict[str, tuple[str, ...]]
-    idf: dict[str, float]
+    names: int  # the entity keys indexed
     by_initials: dict[str, tuple[str, ...]]  # "imf" -> ("international monetary fund", …)
 
     @classmethod
@@ -96,10 +96,9 @@ class NameIndex:
             content = content_words(words)
             if len(content) >= 2:
                 by_initials["".join(w[0] for w in content)].append(key)
-        idf = {w: math.log((n + 1) / len(ks)) for w, ks in by_word.items()}
         return cls(
             {w: tuple(ks) for w, ks in by_word.items()},
-            idf,
+            n,
             {a: tuple(ks) for a, ks in by_initials.items()},
         )
 
@@ -124,12 +123,14 @@ class NameIndex:
                 if key not in held:
                     bisect.insort(held, key)
                     mapping[word] = tuple(held)
-        n = len(keys)
-        idf = {w: math.log((n + 1) / len(ks)) for w, ks in by_word.items()}
-        return NameIndex(by_word, idf, by_initials)
+        return NameIndex(by_word, len(keys), by_initials)
 
     def weight(self, words: Iterable[str]) -> float:
-        return sum(self.idf.get(w, 0.0) for w in set(words))
+        return sum(self.idf(w) for w in set(words))
+
+    def idf(self, word: str) -> float:
+        holders = self.by_word.get(word)
+        return math.log((self.names + 1) / len(holders)) if holders else 0.0
 
 
 def _entries(
