@@ -124,12 +124,23 @@ class IndexHolder:
 
     def _text_dir(self) -> Path | None:
         """Where the index's bulk text is mapped from: under the data directory (the local
-        disk), else the system's temporary directory."""
+        disk), else (no settings, or a directory that cannot be made) the system's
+        temporary directory."""
         if self._settings is None:
             return None
         path = self._settings.data_dir / "query-text"
-        path.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return None
         return path
+
+    def _text_unwritable(self, err: OSError) -> str:
+        where = self._text_dir() or "the temporary directory"
+        return (
+            f"cannot write the query index's text under {where}: {err.strerror or err}; "
+            "free space there or point data_dir at a writable disk"
+        )
 
     def _follow(self, held: QueryIndex, latest: VersionInfo) -> QueryIndex | None:
         """``held`` followed to ``latest`` row by row; None (read the whole version instead)
@@ -170,7 +181,9 @@ class IndexHolder:
             if index is None:
                 index = QueryIndex.read(self.store, latest.version, self._text_dir())
                 how = "whole"
-        except SnapshotStoreError as err:
+        except (SnapshotStoreError, OSError) as err:
+            if isinstance(err, OSError):  # the local disk the index's bulk text goes to
+                err = GraphStoreUnavailableError(self._text_unwritable(err))
             self._failed(err)
             # an unreachable store is tried again at the next poll; a broken version waits
             # for the next version instead
@@ -223,9 +236,12 @@ class IndexHolder:
             return held
         cached = self._older.get(info.version)
         if cached is None:
-            cached = await asyncio.to_thread(
-                QueryIndex.read, self.store, info.version, self._text_dir()
-            )
+            try:
+                cached = await asyncio.to_thread(
+                    QueryIndex.read, self.store, info.version, self._text_dir()
+                )
+            except OSError as err:
+                raise ApiError(503, "index_text_unwritable", self._text_unwritable(err)) from None
             self._older[info.version] = cached
             while len(self._older) > _OLDER_KEPT:
                 del self._older[next(iter(self._older))]

@@ -418,6 +418,31 @@ class TestSnapshotSwap:
         assert 'kgrag_version_swap_seconds_count{how="whole"} 2.0' in metrics  # first, broken
         assert 'kgrag_version_swap_seconds_count{how="followed"} 1.0' in metrics
 
+    def test_a_full_disk_for_the_index_text_keeps_the_version_in_service(
+        self, tmp_path: Path, store: GraphTables, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        import query.api.state as state
+
+        def full(*_: object) -> None:
+            raise OSError(28, "No space left on device")
+
+        store.write(grown(1))
+        with client_for(tmp_path, store) as c:
+            refresh(c)
+            monkeypatch.setattr(state, "follow", full)
+            monkeypatch.setattr(state.QueryIndex, "read", full)
+            store.write(grown(2))
+            refresh(c)
+            assert c.get("/v1/entities/newcomer 1").json()["snapshot_version"] == 1
+            health = c.get("/healthz").json()
+            assert "No space left on device" in str(health) and "data_dir" in str(health)
+            older = c.post(LOCAL, json={**ASK, "as_of": 2})
+            assert older.status_code == 503, older.text
+            assert "No space left on device" in error(older)["message"]
+            monkeypatch.undo()
+            refresh(c)
+            assert c.get("/v1/entities/newcomer 2").json()["snapshot_version"] == 2
+
     def test_as_of_answers_from_what_the_graph_knew_then(
         self, tmp_path: Path, store: GraphTables
     ) -> None:
