@@ -12,6 +12,7 @@ same articles when its snapshot and vector counts are still there (``--rebuild``
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,8 +21,8 @@ from typing import Any
 from agents.community.runner import Runner
 from agents.embedder import entity_text, text_unit_properties, top_descriptions
 from core.clients import build_embedder
+from core.graph_tables import open_graph_store
 from core.settings import Settings
-from core.snapshot_store import SnapshotStore
 from core.tokenizer import get_encoding
 from core.vector_store import WeaviateStore
 from graph.chunking import chunk_document
@@ -91,8 +92,9 @@ async def prepare(
     settings: Settings, articles: Sequence[dict[str, Any]], *, rebuild: bool
 ) -> tuple[Snapshot, dict[str, Any]]:
     """The snapshot of ``articles`` (built, or reused when the marker, the snapshot and the
-    vectors all still agree) and the build's figures."""
-    store = SnapshotStore(settings.snapshots_dir, keep=settings.community.keep_snapshots)
+    vectors all still agree) and the build's figures. The snapshot is read back from the
+    namespace's graph tables, which the community job writes."""
+    store = open_graph_store(settings)
     marker = _marker(settings)
     ids = [str(a["id"]) for a in articles]
     if not rebuild and marker.exists() and store.latest_version() is not None:
@@ -101,6 +103,10 @@ async def prepare(
             settings
         ):
             return store.load(), {**built, "reused": True}
+    if not settings.tables.uri:  # a local namespace: start from no graph version at all
+        shutil.rmtree(settings.data_dir / settings.namespace, ignore_errors=True)
+        store = open_graph_store(settings)
+    marker.unlink(missing_ok=True)
     t0 = time.perf_counter()
     view = build_view(articles, settings)
     t1 = time.perf_counter()
