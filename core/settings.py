@@ -110,13 +110,19 @@ class WeaviateSettings(BaseModel):
     grpc_port: int = Field(15051, ge=1, le=65535, description="Weaviate gRPC port")
     api_key: str | None = Field(None, description="API key, when the server requires one")
     batch_size: int = Field(100, ge=1, le=10_000, description="Objects per upsert batch")
-    hybrid_alpha: float = Field(
-        0.3,
+    hybrid_alpha: float | None = Field(
+        None,
         ge=0,
         le=1,
-        description="Weight of the vector side in hybrid search (basic search's text units): "
-        "0 keywords only (BM25), 1 vectors only. The default leans lexical, which suits the "
-        "offline embedder; with a real embedding model try 0.5-0.7",
+        description="Weight of the vector side in hybrid search (basic search's text units, "
+        "local search's entities and the order of their sources): 0 keywords only (BM25), 1 "
+        "vectors only. Unset: 0.1 with the offline hashing embedder, whose vectors only blur "
+        "what BM25 already matches, and 0.5 with an embedding model (embeddings.base_url)",
+    )
+    hybrid_fusion: Literal["relative_score", "ranked"] = Field(
+        "relative_score",
+        description="How hybrid search fuses its keyword and vector hits: relative_score "
+        "(each side's scores scaled to [0, 1], then weighted) or ranked (reciprocal rank)",
     )
 
     @field_validator("url")
@@ -547,6 +553,13 @@ class Settings(BaseSettings):
         if not base:
             return str(self.data_dir / self.namespace)
         return f"{base}/{self.namespace}"
+
+    @property
+    def hybrid_alpha(self) -> float:
+        """``weaviate.hybrid_alpha``, or its default for the embedder in use."""
+        if self.weaviate.hybrid_alpha is not None:
+            return self.weaviate.hybrid_alpha
+        return 0.5 if self.embeddings.base_url else 0.1
 
     @property
     def tables_uri(self) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graph.protocols import Embedder, VectorStore
+from query.entity_names import keyword_query
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +33,8 @@ async def search_text_units(
     if not question.strip():
         raise ValueError("the question is empty")
     [vector] = await embedder.embed([question])
-    hits = await store.search("text_unit", vector, limit, filters, text=question)
+    keywords = keyword_query(question) or question
+    hits = await store.search("text_unit", vector, limit, filters, text=keywords)
     return [
         SourceHit(
             chunk_id=h.key,

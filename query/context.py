@@ -12,30 +12,36 @@ section stops at the last entity whose tables still fit, so the first entities a
 their relationships rather than ten entities with none.
 
 The Sources section takes the selected entities' text units in ``query.ranking``'s order:
-by entity rank, as in GraphRAG, and within one entity's units the nearest to what the question
-asks *beyond the names it matched* first (``question_beyond_names``). Why not the whole
-question: every candidate unit already mentions a selected entity, so the entity's name does
-not tell them apart by what they are about, and with a lexical embedder it dominates the
-question's vector. Asked "What happened involving European Community in sugar?", the whole
-question is nearest to whichever of the EC's 178 units repeats "European Community" most;
-"sugar" alone tells them apart. The words dropped are those of the question's proper-noun
-phrases (``query.entity_names.phrases``) that belong to the name of an entity the question
-names (and that is mentioned in the window), or are its acronym; lower-case topic words are
-kept even when they are an entity's name ("crude oil"). When nothing is left ("Tell me about
-OPEC"), the whole question orders the units.
+by entity rank, as in GraphRAG, and within one entity's units those that best match what the
+question asks *beyond the names it matched* first (``question_beyond_names``). The first
+entity's other spellings that the question also names ("lyng" beside "richard lyng", until
+aliases are resolved; ``spellings``) rank with it, so a question about Lyng does not read
+every "Lyng" article before any "Richard Lyng" one.
 
-The name is not worthless: how often a unit repeats it says how central the entity is there,
-and the whole question keeps that signal. Measured on the Reuters gold questions
-(bench/query.py, precision@10), the remainder gained more on organisations (11.3 -> 16.7)
-than it lost on persons, whose units are few (16.6 -> 16.2; normalised to the relevant
-documents there are, 83.5 -> 84.6); summing both distances, or putting first the units that
-mention another selected entity, did worse over both kinds.
+"Best match" is Weaviate's hybrid search over the candidate units: the remainder's embedding
+on the vector side, and on the keyword (BM25) side the remainder plus the lead entity's most
+specific name word. Why not the whole question: every candidate unit already mentions a
+selected entity, so its name does not tell them apart by topic, and a name of several words
+outweighs the topic ("What happened involving European Community in sugar?" would come back
+with whichever of the EC's 178 units repeats "European Community" most). Why one name word
+all the same: how often a unit repeats the name says how central the entity is there ("what
+did Keating say" is best answered where Keating speaks throughout). The words dropped are
+those of the question's proper-noun phrases (``query.entity_names.phrases``) that belong to
+the name of an entity the question names (and that is mentioned in the window), or are its
+acronym; lower-case topic words are kept even when they are an entity's name ("crude oil").
+When nothing is left ("Tell me about OPEC"), the whole question orders the units.
+
+Measured on the 247 person/organisation x topic questions of the Reuters gold labels
+(bench/retrieval.py, nDCG@10 of the first ten distinct documents): vector distance of the
+remainder 0.559; hybrid on the remainder 0.571; the whole question's keywords 0.580; with
+the spellings ranked together 0.624 (whole question) and 0.631 (remainder plus one name
+word: persons 0.73, organisations 0.51). Plain BM25 over whole articles scores 0.42.
 
 ``local_context`` embeds the question and that remainder in one call (the question selects
-the entities), and asks the vector store once for the distances of the candidate text units
-(one search filtered to their ids, at most ``question_ranked_units`` of them in entity-rank
-order, not one call per unit); ``build_local_context`` stays pure and takes those distances as
-an argument.
+the entities), and asks the vector store once for the scores of the candidate text units
+(one hybrid search filtered to their ids, at most ``question_ranked_units`` of them in
+entity-rank order, not one call per unit); ``build_local_context`` stays pure and takes those
+distances as an argument.
 
 ``LocalContext.ids`` records exactly which record ids of each dataset the tables hold: the
 citation check accepts those and nothing else.
@@ -43,7 +49,7 @@ citation check accepts those and nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -51,7 +57,7 @@ from graph.protocols import Embedder, VectorStore
 from graph.snapshot_model import SnapshotClaim, SnapshotEntity, SnapshotRelationship
 from query.activity import active_communities, entity_mentions
 from query.citations import DATASETS
-from query.entity_names import content_words, named_entities, phrases
+from query.entity_names import content_words, keyword_query, named_entities, phrases
 from query.errors import EmptyQuestionError
 from query.history import HistoryTurn, history_table
 from query.index import QueryIndex
@@ -135,7 +141,10 @@ async def select_entities(
         raise EmptyQuestionError("the question is empty")
     if vector is None:
         [vector] = await embedder.embed([question])
-    hits = await store.search("entity", vector, config.top_k_entities * config.oversample)
+    keywords = keyword_query(question)
+    hits = await store.search(
+        "entity", vector, config.top_k_entities * config.oversample, text=keywords or None
+    )
     if named is None:
         named = named_in_window(question, index=index, config=config, window=window)
     chosen = list(named)
@@ -188,6 +197,31 @@ def question_beyond_names(question: str, named: Sequence[str], index: QueryIndex
     return " ".join(kept)
 
 
+def _ranking_keywords(rest: str, keys: Sequence[str], index: QueryIndex) -> str:
+    """The keyword side of the Sources' order: the lead entity's most specific name word
+    (its rarest over all names) and the question's remainder (see the module docstring)."""
+    if not keys:
+        return rest
+    word = max(keys[0].split(), key=lambda w: (index.names.idf(w), w))
+    return f"{word} {rest}".strip()
+
+
+def spellings(keys: Sequence[str], named: Collection[str]) -> frozenset[str]:
+    """The first selected entity and the other entities the question names that are
+    spellings of it, one name's words holding the other's ("lyng" and "richard lyng",
+    "james baker" and "baker", not "charles baker"). Until aliases are resolved they are
+    separate entities, each with some of the articles; ranking them together keeps a
+    question about Lyng from reading every "Lyng" article before any "Richard Lyng" one."""
+    if not keys:
+        return frozenset()
+    first = set(keys[0].split())
+    return frozenset(
+        k
+        for k in keys
+        if k == keys[0] or (k in named and (set(k.split()) <= first or first <= set(k.split())))
+    )
+
+
 async def text_unit_distances(
     vector: list[float],
     selected: Sequence[str],
@@ -196,16 +230,21 @@ async def text_unit_distances(
     store: VectorStore,
     window: TimeWindow,
     limit: int = 1_000,
+    text: str | None = None,
+    alike: Collection[str] = (),
 ) -> dict[str, float]:
     """Distance from the question to the text units of the selected entities in the window
-    (the first ``limit`` in entity-rank order), by one vector search filtered to those units'
-    ids. Units the store does not hold (it may lag the snapshot) are absent; hits outside the
-    candidates (a store that ignores the filter) are dropped."""
+    (the first ``limit`` in entity-rank order, ``alike`` ranking with the first), by one
+    search filtered to those units' ids: hybrid when ``text`` gives its keywords, else by
+    vector alone. Units the store does not hold (it may lag the snapshot) are absent; hits
+    outside the candidates (a store that ignores the filter) are dropped."""
     keys = [k for k in dict.fromkeys(selected) if k in index.entities]
-    candidates = list(text_unit_candidates(index, keys, window))[: max(0, limit)]
+    candidates = list(text_unit_candidates(index, keys, window, alike))[: max(0, limit)]
     if not candidates:
         return {}
-    hits = await store.search("text_unit", vector, len(candidates), {"key": candidates})
+    hits = await store.search(
+        "text_unit", vector, len(candidates), {"key": candidates}, text=text or None
+    )
     wanted = set(candidates)
     return {h.key: h.distance for h in hits if h.key in wanted}
 
@@ -303,11 +342,12 @@ class _Builder:
         rel_ids: Sequence[int],
         budget: int,
         distances: Mapping[str, float] | None = None,
+        alike: Collection[str] = (),
     ) -> Table:
         ix = self.index
         rels = [ix.relationship_by_hrid[i] for i in rel_ids]
         table = Table("Sources", SOURCE_HEADER, self.count)
-        for key in rank_text_units(ix, selected, rels, self.window, distances):
+        for key in rank_text_units(ix, selected, rels, self.window, distances, alike):
             u = ix.text_units[key]
             # The text's own token count bounds the row's from below (give or take the tokens
             # a join merges): a unit that cannot fit is skipped without being tokenized, which
@@ -340,10 +380,12 @@ def build_local_context(
     history: Sequence[HistoryTurn] = (),
     skipped_hits: int = 0,
     unit_distances: Mapping[str, float] | None = None,
+    alike: Collection[str] = (),
 ) -> LocalContext:
     """The context tables for already selected entities (pure: no I/O). ``unit_distances``
     (text unit id -> distance to the question, see ``text_unit_distances``) orders each
-    selected entity's text units in the Sources; without it they keep GraphRAG's order."""
+    selected entity's text units in the Sources; without it they keep GraphRAG's order.
+    ``alike``: spellings of the first entity whose units rank with its own (``spellings``)."""
     window = window or TimeWindow()
     keys = [k for k in dict.fromkeys(selected) if k in index.entities]
     builder = _Builder(index, config, count_tokens, window)
@@ -351,7 +393,7 @@ def build_local_context(
     reports = builder.reports(keys, report_budget)
     local = builder.local_section(keys, local_budget)
     rel_ids = next((t.ids for t in local if t.name == "Relationships"), [])
-    sources = builder.sources(keys, rel_ids, source_budget, unit_distances)
+    sources = builder.sources(keys, rel_ids, source_budget, unit_distances, alike)
     tables = [reports, *local, sources]
     ids = {name: () for name in DATASETS} | {t.name: tuple(t.ids) for t in tables}
     conversation = history_table(
@@ -404,6 +446,7 @@ async def local_context(
         vector=vectors[0],
         named=named,
     )
+    alike = spellings(keys, named)
     distances = await text_unit_distances(
         vectors[-1],
         keys,
@@ -411,6 +454,8 @@ async def local_context(
         store=store,
         window=window,
         limit=config.question_ranked_units,
+        text=_ranking_keywords(rest, keys, index) or None,
+        alike=alike,
     )
     return build_local_context(
         index,
@@ -421,4 +466,5 @@ async def local_context(
         history=history,
         skipped_hits=skipped,
         unit_distances=distances,
+        alike=alike,
     )

@@ -208,6 +208,16 @@ def phrases(question: str) -> list[Phrase]:
     return out
 
 
+def keyword_query(question: str) -> str:
+    """The words of the question a keyword (BM25) search should match: the content words of
+    its phrases, each once, in order, possessives stripped; the question's frame ("what did …
+    say or do about") and its stop words left out, since Weaviate's English stop words are
+    Lucene's short list and leave "what", "did", "say" to match every article that quotes
+    anyone. "" when nothing is left."""
+    words = (w for p in phrases(question) for w in content_words(p.words))
+    return " ".join(dict.fromkeys(words))
+
+
 @dataclass(frozen=True, slots=True)
 class _Match:
     group: int  # PROPER or CONCEPT

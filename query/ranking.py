@@ -10,12 +10,13 @@ how many of the context's relationships they carry. That second key takes no acc
 question, so of the many articles naming a well-known entity it shows those about anything
 at all (asked about Balladur and consumer prices, articles on the Paris bourse reform as
 readily as those on inflation). Here the question breaks that order: among the units of one
-entity, the nearest to the question come first (``distances``: the embedding of what the
-question asks beyond the names it matched, see ``query.context.question_beyond_names``,
-against the text units' vectors, from one vector search filtered to the candidate units, see
-``query.context.text_unit_distances``), then those carrying more of the context's
-relationships. A unit without a distance (the vector store may lag the snapshot, or the
-context was built without a question) follows those with one, in GraphRAG's order.
+entity, the nearest to the question come first (``distances``: what the question asks beyond
+the names it matched, see ``query.context.question_beyond_names``, against the text units by
+one hybrid search filtered to the candidate units, see ``query.context.text_unit_distances``),
+then those carrying more of the context's relationships. The first entity's other spellings
+that the question names rank with it (``alike``). A unit without a distance (the vector
+store may lag the snapshot, or the context was built without a question) follows those with
+one, in GraphRAG's order.
 
 Reports of the selected entities' communities come first when they hold more of them.
 All orders end in the record's id, so equal inputs always give the same context.
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from graph.snapshot_model import SnapshotClaim, SnapshotRelationship, SnapshotReport
 from query.index import QueryIndex
@@ -87,12 +88,17 @@ def claims_of(
 
 
 def text_unit_candidates(
-    index: QueryIndex, selected: Sequence[str], window: TimeWindow
+    index: QueryIndex,
+    selected: Sequence[str],
+    window: TimeWindow,
+    alike: Collection[str] = (),
 ) -> dict[str, int]:
     """Text units of the selected entities in the window, each with the rank of the first
-    selected entity that has it; in that order."""
+    selected entity that has it, in that order; the entities of ``alike`` (spellings of the
+    first one, see ``query.context.spellings``) all rank first with it."""
     first_entity: dict[str, int] = {}
-    for order, key in enumerate(selected):
+    ranks = [0 if key in alike else order for order, key in enumerate(selected)]
+    for order, key in sorted(zip(ranks, selected, strict=True), key=lambda p: p[0]):
         for u in index.text_units_by_entity.get(key, ()):
             if u not in first_entity and window.contains(index.unit_dates.get(u)):
                 first_entity[u] = order
@@ -105,12 +111,14 @@ def rank_text_units(
     relationships: Sequence[SnapshotRelationship],
     window: TimeWindow,
     distances: Mapping[str, float] | None = None,
+    alike: Collection[str] = (),
 ) -> list[str]:
-    """Text units of the selected entities: by the rank of their first selected entity, then
-    nearest to the question (``distances``: text unit id -> distance to the question), then
-    carrying most of the context's relationships."""
+    """Text units of the selected entities: by the rank of their first selected entity (the
+    spellings of the first, ``alike``, rank with it), then nearest to the question
+    (``distances``: text unit id -> distance to the question), then carrying most of the
+    context's relationships."""
     distances = distances or {}
-    first_entity = text_unit_candidates(index, selected, window)
+    first_entity = text_unit_candidates(index, selected, window, alike)
     carried: Counter[str] = Counter(
         u for r in relationships for u in set(r.text_unit_ids) if u in first_entity
     )

@@ -4,9 +4,11 @@ their place ahead of the vector hits in local search."""
 
 from __future__ import annotations
 
+import pytest
+
 from offline.embedding import HashingEmbedder
 from query.context import LocalContextConfig, local_context
-from query.entity_names import NameIndex, named_entities
+from query.entity_names import NameIndex, keyword_query, named_entities
 from query.index import QueryIndex
 from tests.unit.test_query_support import DictVectorStore, entity_store, words, world
 
@@ -118,3 +120,24 @@ class TestLocalSelection:
             count_tokens=words,
         )
         assert ctx.entity_keys == ()
+
+
+class TestKeywordQuery:
+    @pytest.mark.parametrize(
+        ("question", "keywords"),
+        [
+            ("What did James Baker say or do about the dollar?", "james baker dollar"),
+            ("What is OPEC's quota for Iraq?", "opec quota iraq"),
+            ("Tell me about STEEL import tariffs, steel tariffs", "steel import tariffs"),
+            # hyphens and tickers split as Weaviate's word tokenization splits the text
+            (
+                "What did Hapag-Lloyd say about money-supply and AMR.N shares?",
+                "hapag lloyd money supply amr shares",
+            ),
+            ("What happened?", ""),
+        ],
+    )
+    def test_the_frame_stop_words_and_possessives_are_left_out(
+        self, question: str, keywords: str
+    ) -> None:
+        assert keyword_query(question) == keywords

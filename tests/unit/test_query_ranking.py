@@ -13,6 +13,7 @@ from query.context import (
     LocalContextConfig,
     build_local_context,
     local_context,
+    spellings,
     text_unit_distances,
 )
 from query.index import QueryIndex
@@ -35,6 +36,7 @@ class RecordingStore(DictVectorStore):
     def __init__(self) -> None:
         super().__init__()
         self.searches: list[tuple[str, int, dict[str, Any] | None]] = []
+        self.keywords: list[str | None] = []  # the keyword side of each search (hybrid)
 
     async def search(
         self,
@@ -46,6 +48,7 @@ class RecordingStore(DictVectorStore):
         text: str | None = None,
     ) -> list[VectorHit]:
         self.searches.append((kind, limit, filters))
+        self.keywords.append(text)
         hits = await super().search(kind, vector, 10_000)
         if filters and "key" in filters:
             hits = [h for h in hits if h.key in filters["key"]]
@@ -216,6 +219,9 @@ class TestBeyondTheNames:
         assert ctx.entity_keys == ("european community",)
         assert list(ctx.ids["Sources"]) == [2, 1]
         assert [kind for kind, _, _ in store.searches] == ["entity", "text_unit"]
+        # hybrid: entities by the question's keywords, the units by what it asks beyond the
+        # names and one word of the lead entity's name (its rarest; here a tie)
+        assert store.keywords == ["european community sugar", "european sugar"]
 
     async def test_the_whole_question_would_put_the_name_repeating_unit_first(self) -> None:
         # the old order: the entity's own words dominate the question's vector
@@ -226,3 +232,62 @@ class TestBeyondTheNames:
             vector, ["european community"], index=index, store=store, window=TimeWindow()
         )
         assert distances["chunk-1"] < distances["chunk-2"]
+
+
+def two_spellings_world() -> QueryIndex:
+    """One person under two keys, as the offline extractor leaves them until aliases are
+    resolved: the bare surname has an article on rice, the full name one on wheat."""
+    bare = ent(1, "Lyng", "Lyng spoke on rice.", [], 1, type="person")
+    full = ent(
+        2,
+        "Richard Lyng",
+        "Agriculture Secretary Richard Lyng spoke on wheat.",
+        [],
+        1,
+        type="person",
+    )
+    namesake = ent(3, "Lyng Farms", "Lyng Farms sells rice.", [], 1)
+    units = [
+        unit(1, "Lyng said rice exports were steady.", "1987-03-02", [bare]),
+        unit(2, "Richard Lyng said wheat subsidies would go on.", "1987-03-03", [full]),
+        unit(3, "Lyng Farms raised rice prices.", "1987-03-04", [namesake]),
+    ]
+    return QueryIndex.from_snapshot(snapshot([bare, full, namesake], units=units))
+
+
+class TestSpellings:
+    def test_names_holding_one_another_are_one_thing_namesakes_are_not(self) -> None:
+        keys = ["lyng", "richard lyng", "lyng farms", "wheat"]
+        # "lyng farms" holds "lyng" too, but the question did not name it
+        assert spellings(keys, named={"lyng", "richard lyng"}) == {"lyng", "richard lyng"}
+        assert spellings(
+            ["james baker", "baker", "charles baker"], named={"baker", "charles baker"}
+        ) == {"james baker", "baker"}
+        assert spellings([], named=set()) == frozenset()
+
+    def test_the_spellings_units_rank_together_by_the_question(self) -> None:
+        index = two_spellings_world()
+        selected = ["lyng", "richard lyng", "lyng farms"]
+        distances = {"chunk-1": 0.9, "chunk-2": 0.1, "chunk-3": 0.0}
+        # entity by entity, the bare surname's rice article comes first whatever was asked
+        assert ranked(index, selected, distances) == ["chunk-1", "chunk-2", "chunk-3"]
+        together = rank_text_units(
+            index, selected, [], TimeWindow(), distances, alike={"lyng", "richard lyng"}
+        )
+        assert together == ["chunk-2", "chunk-1", "chunk-3"]
+
+    async def test_local_search_reads_the_full_names_article_first_when_it_is_the_topic(
+        self,
+    ) -> None:
+        index = two_spellings_world()
+        store = await recording_store(index)
+        ctx = await local_context(
+            "What did Lyng say about wheat?",
+            index=index,
+            embedder=HashingEmbedder(256),
+            store=store,
+            config=LocalContextConfig(top_k_entities=3),
+            count_tokens=words,
+        )
+        assert ctx.entity_keys[:2] == ("lyng", "richard lyng")
+        assert ctx.ids["Sources"][0] == 2

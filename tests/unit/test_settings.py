@@ -60,3 +60,22 @@ def test_namespace_isolates_topics_app_and_collections() -> None:
     assert set(a.all_topics()).isdisjoint(b.all_topics())
     assert a.app_id != b.app_id
     assert a.collection("text_unit") == "TextUnit_one" != b.collection("text_unit")
+
+
+def test_hybrid_search_leans_lexical_offline_and_follows_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("KGRAG_WEAVIATE__HYBRID_ALPHA", raising=False)
+    monkeypatch.delenv("KGRAG_EMBEDDINGS__BASE_URL", raising=False)
+    offline = load_settings()
+    assert offline.hybrid_alpha == 0.1
+    assert offline.weaviate.hybrid_fusion == "relative_score"
+    monkeypatch.setenv("KGRAG_EMBEDDINGS__BASE_URL", "http://127.0.0.1:9/v1")
+    assert load_settings().hybrid_alpha == 0.5
+    monkeypatch.setenv("KGRAG_WEAVIATE__HYBRID_ALPHA", "0.7")
+    monkeypatch.setenv("KGRAG_WEAVIATE__HYBRID_FUSION", "ranked")
+    s = load_settings()
+    assert (s.hybrid_alpha, s.weaviate.hybrid_fusion) == (0.7, "ranked")
+    monkeypatch.setenv("KGRAG_WEAVIATE__HYBRID_FUSION", "average")
+    with pytest.raises(ConfigError, match="hybrid_fusion"):
+        load_settings()
