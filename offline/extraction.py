@@ -9,8 +9,10 @@ the same extraction, so redelivery and replays change nothing downstream.
 Chunk-level resolution happens here: a surname alone ("Baker said") becomes the full name the
 chunk gave earlier or later ("James A. Baker"), provided exactly one person has that surname;
 a word whose type its own letters do not show takes the type the chunk gave it elsewhere, else
-the type the words around its mentions vote for (``offline.context``), and only then the
-fallback; a demonym of a place of the chunk ("Tarvonian") is a mention of that place; a
+the type the words around its mentions vote for (``offline.context``), then the wide
+gazetteers (a place of ``places.txt``; a person when the name starts with a given name of
+``given_names.txt``), and only then the fallback; a demonym of a place of the chunk
+("Tarvonian") is a mention of that place; a
 capitalised word that only ever starts sentences, or that the chunk also uses in lower case,
 is ordinary English and dropped. A dateline's places are mentions of the first sentence.
 Besides same-sentence pairs, a sentence naming a single entity (a quoted analyst) is weakly
@@ -27,7 +29,7 @@ from dataclasses import dataclass, replace
 from graph.keys import entity_key
 from graph.model import Chunk, ChunkExtraction, EntityMention, RelationshipMention
 from offline.context import SPEAKER, context_type, demonym_of
-from offline.lexicon import SOLO_STOP
+from offline.lexicon import GIVEN_NAMES, PLACES, SOLO_STOP
 from offline.phrases import (
     Candidate,
     caps_candidates,
@@ -49,6 +51,7 @@ ADJACENT_STRENGTH = 1.0
 FALLBACK_TYPE = "organization"  # business news: an unexplained proper noun is usually a company
 
 _LOWER_WORD = re.compile(r"\b[a-z][a-z\-]+\b")
+_NAME_WORD = re.compile(r"(?:Ma?c|O'|D')?[A-Z][a-z]+(?:-[A-Z][a-z]+)?")  # "Lundberg", "McCarthy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +119,7 @@ def _resolve(segments: list[_Segment], text: str) -> list[_Found]:
     }
     typed = _typed_keys(segments)
     cued = _cued_keys(segments, typed, mid_sentence, lower_words)
-    surnames = _surnames(segments, cued)
+    surnames = _surnames(segments, typed, cued)
     places = _places(segments, typed, cued)
     result: list[_Found] = []
     for index, segment in enumerate(segments):
@@ -128,7 +131,7 @@ def _resolve(segments: list[_Segment], text: str) -> list[_Found]:
             if kind is None and (
                 key in cued or not _plain_english(cand, key, mid_sentence, lower_words)
             ):
-                kind = cued.get(key, FALLBACK_TYPE)
+                kind = cued.get(key) or _unexplained(cand, key)
             if key and kind:
                 result.append(_Found(key, cand.name, kind, index, cand.position))
     return result
@@ -181,13 +184,34 @@ def _plain_english(
     return cand.clause_start and cand.words[0].lower() in lower_words
 
 
-def _surnames(segments: list[_Segment], cued: dict[str, str]) -> dict[str, set[str]]:
+def _unexplained(cand: Candidate, key: str) -> str:
+    """The type of a name that neither its words nor its context explain: a place of the
+    wide gazetteer, a person when it is two to four capitalised words starting with a given
+    name ("Marguerite Olvenhaus"), else the fallback."""
+    if key in PLACES:
+        return "geo"
+    words = cand.words
+    if (
+        2 <= len(words) <= 4
+        and words[0] in GIVEN_NAMES
+        and all(_NAME_WORD.fullmatch(w) and w not in SOLO_STOP for w in words[1:])
+    ):
+        return "person"
+    return FALLBACK_TYPE
+
+
+def _surnames(
+    segments: list[_Segment], typed: dict[str, str], cued: dict[str, str]
+) -> dict[str, set[str]]:
     """Surname key -> the full names (of two words or more) of people that end with it."""
     names: dict[str, set[str]] = defaultdict(set)
     for segment in segments:
         for c in segment.candidates:
+            key = entity_key(c.name)
             person = c.type == "person" or (
-                c.type is None and cued.get(entity_key(c.name)) == "person"
+                c.type is None
+                and key not in typed
+                and (cued.get(key) or _unexplained(c, key)) == "person"
             )
             if person and len(c.words) > 1:
                 names[entity_key(c.words[-1])].add(c.name)

@@ -115,6 +115,18 @@ FIRST_NAMES = _words("first_names.txt")
 # entity key of a gazetteer name or alias -> canonical display name
 GEO_INDEX: dict[str, str] = {entity_key(name): name for name in _GEO_NAMES} | GEO_ALIASES
 
+# entity keys of the wide gazetteer (``places.txt``: countries, US states, cities of 100,000
+# people or more, from GeoNames by ``offline.refresh_gazetteers``): the type of a name that nothing
+# else explains, instead of the fallback. It does not cut runs as ``GEO_INDEX`` does: a city's
+# name inside a company's ("Hamilton Oil") stays the company's.
+PLACES = frozenset(entity_key(name) for name in _lines("places.txt")) | frozenset(GEO_INDEX)
+
+# Given names in Latin letters from many languages (``given_names.txt``, from faker's person
+# providers by ``offline.refresh_gazetteers``): a name of two to four capitalised words that
+# starts with one and that nothing else explains is a person, instead of the fallback. Unlike
+# ``FIRST_NAMES`` it never cuts a run.
+GIVEN_NAMES = _words("given_names.txt") | FIRST_NAMES
+
 # Words that can never be an entity on their own, except the institutions of
 # ``solo_names.txt`` ("Treasury", "Kremlin", "Bundesbank"), which are names by themselves.
 SOLO_STOP = (

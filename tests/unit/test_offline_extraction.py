@@ -246,8 +246,8 @@ class TestInstitutionsAndPlaces:
         assert {"halvorsen therapeutics", "halvorsena partners", "marcus feldt"} <= _keys(text)
 
     def test_capitalised_dateline_yields_the_city_and_its_country(self) -> None:
-        types = _types("SKARVIK, Norway, March 21 - Aurelia Orbital will launch satellites.")
-        assert types == {"Skarvik": "geo", "Norway": "geo", "Aurelia Orbital": "organization"}
+        types = _types("SKARVIK, Norway, March 21 - Kestrel Orbital will launch satellites.")
+        assert types == {"Skarvik": "geo", "Norway": "geo", "Kestrel Orbital": "organization"}
 
     def test_dateline_city_is_linked_like_a_mention_of_the_first_sentence(self) -> None:
         text = "ALVORA, March 5 - Wheat futures on the Alvora Commodity Exchange rose."
@@ -395,3 +395,45 @@ class TestInvariants:
 
     def test_strengths_are_within_graphrags_scale(self) -> None:
         assert all(1 <= r.strength <= 10 for r in _extract(self.TEXT).relationships)
+
+
+class TestWidePlaces:
+    @pytest.mark.parametrize(
+        ("text", "name"),
+        [
+            ("Exports through Omaha rose last year, traders said.", "Omaha"),
+            ("The shipment reached Barbados on Friday.", "Barbados"),
+        ],
+    )
+    def test_a_place_nothing_else_explains_is_geo_not_the_fallback(
+        self, text: str, name: str
+    ) -> None:
+        assert _types(text).get(name) == "geo"
+
+    def test_a_city_inside_a_company_name_stays_the_company(self) -> None:
+        types = _types("Shares of Omaha Steel Corp fell sharply.")
+        assert types.get("Omaha Steel") == "organization"
+        assert "Omaha" not in types
+
+    def test_an_invented_name_still_falls_back_to_an_organisation(self) -> None:
+        assert _types("Exports through Qorvantis rose last year.").get("Qorvantis") == (
+            "organization"
+        )
+
+    def test_a_name_starting_with_a_given_name_is_a_person_when_nothing_else_says(
+        self,
+    ) -> None:
+        types = _types("Marguerite Olvenhaus told the forum on Tuesday that rates would rise.")
+        assert types.get("Marguerite Olvenhaus") == "person"
+        # a company's own words still win over its founder's given name
+        assert (
+            _types("Shares of Marguerite Olvenhaus Corp fell.").get("Marguerite Olvenhaus")
+            == "organization"
+        )
+
+    def test_a_surname_alone_takes_the_full_name_the_given_name_made_a_person(self) -> None:
+        text = (
+            "Marguerite Olvenhaus told the forum that rates would rise. "
+            "Olvenhaus added that the port would grow."
+        )
+        assert _types(text) == {"Marguerite Olvenhaus": "person"}
