@@ -1,0 +1,291 @@
+"""Alias resolution on the Reuters dev set: do an actor's names end in one entity?
+
+Usage: ``.venv/bin/python bench/aliases.py [path.jsonl] [--n N]``
+
+Builds the merged graph of the articles in-process (``bench.query_index.build_view``: chunk,
+extract offline, merge, as the stream does) and resolves its keys with
+``graph.aliases.resolve``, then scores:
+
+* **organisations**: for each gold organisation code below whose forms occur (at least two
+  of them) in the dev texts, whether every occurring form resolves to one entity;
+* **people**: for each gold person code, in the articles tagged with it, whether the full
+  name (the label's words, or for a bare-surname label the most mentioned person whose name
+  ends with it) and the bare surname resolve to one entity in those articles' text units
+  (scored where both occur);
+* **the Baker trap**: James Baker and Howard Baker stay apart, and the bare "Baker" of an
+  article tagged with one resolves to that one wherever it is resolved at all;
+* a seeded **sample of 50 merges** with their evidence, for review by eye.
+
+Writes bench/results/aliases.json. Skips cleanly (exit 0) when the data file is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.query_index import build_view
+from bench.results_io import (
+    RESULTS,
+    REUTERS_DEV,
+    machine_line,
+    now_iso,
+    print_targets,
+    read_jsonl,
+    target,
+    write_result,
+)
+from core.settings import Settings
+from graph.aliases import Named, Resolution, resolve
+from graph.graph_view import GraphView
+from graph.keys import entity_key
+
+RESULT = RESULTS / "aliases.json"
+SEED = 1987
+ORG_FORMS = {
+    "ec": ["EC", "European Community", "European Communities"],
+    "imf": ["IMF", "International Monetary Fund"],
+    "opec": ["OPEC", "Organization of Petroleum Exporting Countries"],
+    "gatt": ["GATT", "General Agreement on Tariffs and Trade"],
+    "oecd": [
+        "OECD",
+        "Organisation for Economic Cooperation and Development",
+        "Organization for Economic Cooperation and Development",
+        "Organisation for Economic Co-operation and Development",
+        "Organization for Economic Co-operation and Development",
+    ],
+    "worldbank": ["World Bank", "International Bank for Reconstruction and Development"],
+    "ico-coffee": ["ICO", "International Coffee Organization"],
+    "icco": ["ICCO", "International Cocoa Organization"],
+    "unctad": ["UNCTAD", "United Nations Conference on Trade and Development"],
+    "inro": ["INRO", "International Natural Rubber Organization"],
+    "itc": ["ITC", "International Tin Council"],
+    "fao": ["FAO", "Food and Agriculture Organization"],
+    "iea": ["IEA", "International Energy Agency"],
+    "un": ["UN", "U.N.", "United Nations"],
+}
+
+
+def graph_inputs(
+    view: GraphView,
+) -> tuple[dict[str, Named], dict[str, set[str]], dict[str, set[str]]]:
+    """What ``resolve`` reads, from the merged graph."""
+    entities = {
+        key: Named(
+            key=key,
+            name=agg.name,
+            type=agg.type,
+            mentions=agg.mention_count,
+            units=frozenset(view.entity_units.get(key, ())),
+            typed_person=2 * agg.types.count("person") >= max(1, agg.types.total),
+            documents=frozenset(
+                view.text_units[u].document_id
+                for u in view.entity_units.get(key, ())
+                if u in view.text_units
+            ),
+        )
+        for key, agg in view.entities.items()
+    }
+    unit_entities: dict[str, set[str]] = defaultdict(set)
+    for key, e in entities.items():
+        for u in e.units:
+            unit_entities[u].add(key)
+    neighbours: dict[str, set[str]] = defaultdict(set)
+    for r in view.relationships.values():
+        neighbours[r.source_key].add(r.target_key)
+        neighbours[r.target_key].add(r.source_key)
+    return entities, unit_entities, neighbours
+
+
+# ==== organisations ===========================================================================
+
+
+def score_orgs(entities: dict[str, Named], res: Resolution) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    for code, forms in ORG_FORMS.items():
+        keys = sorted({entity_key(f) for f in forms} & set(entities))
+        if len(keys) < 2:
+            rows[code] = {"forms_found": keys, "scored": False}
+            continue
+        ends = {k: res.canonical(k) for k in keys}
+        rows[code] = {
+            "forms_found": keys,
+            "scored": True,
+            "resolved": len(set(ends.values())) == 1,
+            "ends": ends,
+        }
+    scored = [r for r in rows.values() if r["scored"]]
+    return {
+        "orgs_scored": len(scored),
+        "orgs_resolved": sum(r["resolved"] for r in scored),
+        "by_code": rows,
+    }
+
+
+# ==== people ===================================================================================
+
+
+def person_forms(label: str, keys: set[str], entities: dict[str, Named]) -> set[str]:
+    """The keys naming a gold person among ``keys``: the full name (the label's words when it
+    has several, else the most mentioned person whose name ends with the label) and the bare
+    surname."""
+    words = label.replace("-", " ")
+    tail = entity_key(words)
+    surname = tail.split()[-1]
+    if " " in tail:
+        full = tail if tail in entities else None
+    else:
+        named = [k for k in entities if k.endswith(f" {tail}") and entities[k].type == "person"]
+        full = max(named, key=lambda k: (entities[k].mentions, k), default=None)
+    return {k for k in keys if k in (full, surname)}
+
+
+def score_people(
+    articles: Sequence[dict[str, Any]],
+    view: GraphView,
+    entities: dict[str, Named],
+    res: Resolution,
+) -> dict[str, Any]:
+    units_of_doc: dict[str, list[str]] = defaultdict(list)
+    for unit_id, chunk in view.text_units.items():
+        units_of_doc[chunk.document_id].append(unit_id)
+    unit_keys: dict[str, set[str]] = defaultdict(set)
+    for key, units in view.entity_units.items():
+        for u in units:
+            unit_keys[u].add(key)
+    rows: dict[str, Any] = {}
+    for label in sorted({p for a in articles for p in a["people"]}):
+        occurrences: list[tuple[str, str]] = []  # (key, unit)
+        for a in articles:
+            if label not in a["people"]:
+                continue
+            for u in units_of_doc.get(str(a["id"]), ()):
+                occurrences += [(k, u) for k in person_forms(label, unit_keys[u], entities)]
+        forms = sorted({k for k, _ in occurrences})
+        ends = sorted({res.canonical(k, u) for k, u in occurrences})
+        rows[label] = {
+            "forms": forms,
+            "scored": len(forms) >= 2,
+            "resolved": len(ends) == 1,
+            "ends": ends,
+        }
+    scored = [r for r in rows.values() if r["scored"]]
+    return {
+        "people_scored": len(scored),
+        "people_resolved": sum(r["resolved"] for r in scored),
+        "people_unresolved": {k: r for k, r in rows.items() if r["scored"] and not r["resolved"]},
+    }
+
+
+def baker_kept_apart(articles: Sequence[dict[str, Any]], view: GraphView, res: Resolution) -> bool:
+    """James and Howard Baker stay two entities, and a bare "baker" resolved in an article
+    tagged with only one of them resolves to that one."""
+    if res.canonical("james baker") == res.canonical("howard baker"):
+        return False
+    units_of_doc: dict[str, list[str]] = defaultdict(list)
+    for unit_id, chunk in view.text_units.items():
+        units_of_doc[chunk.document_id].append(unit_id)
+    bare = view.entity_units.get("baker", set())
+    for a in articles:
+        tagged = {"james-baker", "howard-baker"} & set(a["people"])
+        if len(tagged) != 1:
+            continue
+        want = res.canonical(next(iter(tagged)).replace("-", " "))
+        for u in units_of_doc.get(str(a["id"]), ()):
+            end = res.canonical("baker", u)
+            if u in bare and end != "baker" and end != want:
+                return False
+    return True
+
+
+# ==== main ======================================================================================
+
+
+def sample_merges(res: Resolution, entities: dict[str, Named]) -> list[dict[str, Any]]:
+    merges = sorted(res.merges.values(), key=lambda m: m.alias)
+    picked = random.Random(SEED).sample(merges, min(50, len(merges)))
+    return [
+        {
+            "alias": entities[m.alias].name,
+            "canonical": entities[m.canonical].name,
+            "rule": m.rule,
+            "evidence": m.evidence,
+        }
+        for m in sorted(picked, key=lambda m: (m.rule, m.alias))
+    ]
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    settings = Settings()
+    articles = read_jsonl(args.data, args.n or None)
+    started = time.perf_counter()
+    view = build_view(articles, settings)
+    view.rebuild_reverse_maps()
+    built_s = time.perf_counter() - started
+    entities, unit_entities, neighbours = graph_inputs(view)
+    started = time.perf_counter()
+    res = resolve(entities, unit_entities, neighbours)
+    resolve_s = time.perf_counter() - started
+    orgs = score_orgs(entities, res)
+    people = score_people(articles, view, entities, res)
+    by_rule: dict[str, int] = defaultdict(int)
+    for m in res.merges.values():
+        by_rule[m.rule] += 1
+    result: dict[str, Any] = {
+        "articles": len(articles),
+        "entities": len(entities),
+        "merges": len(res.merges),
+        "merges_by_rule": dict(by_rule),
+        "unit_aliases": len(res.unit_aliases),
+        "seconds": {"graph": round(built_s, 1), "resolve": round(resolve_s, 2)},
+        **orgs,
+        **people,
+        "baker_kept_apart": baker_kept_apart(articles, view, res),
+        "sample": sample_merges(res, entities),
+    }
+    result["targets"] = {
+        "orgs_resolved_share": target(
+            round(orgs["orgs_resolved"] / max(1, orgs["orgs_scored"]), 3), 0.9, ">="
+        ),
+        "people_resolved_share": target(
+            round(people["people_resolved"] / max(1, people["people_scored"]), 3), 0.9, ">="
+        ),
+        "baker_kept_apart": target(result["baker_kept_apart"], True, "=="),
+    }
+    result["machine"] = machine_line()
+    result["date"] = now_iso()
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", nargs="?", type=Path, default=REUTERS_DEV)
+    parser.add_argument("--n", type=int, default=0, help="first N articles (default: all)")
+    args = parser.parse_args()
+    if not args.data.exists():
+        print(f"skipped: {args.data} not found")
+        return 0
+    result = run(args)
+    print(
+        f"{result['entities']} entities, {result['merges']} merges {result['merges_by_rule']}, "
+        f"{result['unit_aliases']} surnames resolved per unit; "
+        f"orgs {result['orgs_resolved']}/{result['orgs_scored']}, "
+        f"people {result['people_resolved']}/{result['people_scored']}"
+    )
+    for m in result["sample"]:
+        print(f"  {m['rule']:9} {m['alias']!r} -> {m['canonical']!r}: {m['evidence']}")
+    write_result(RESULT, result, ensure_ascii=False)
+    print_targets(result, RESULT)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
