@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,20 +41,16 @@ class Fresh:
         return httpx.AsyncClient(base_url=self.url, timeout=30)
 
 
-@pytest.fixture(scope="module")
-def fresh(
-    service_endpoints: dict[str, object],
-    tmp_path_factory: pytest.TempPathFactory,
-    session_namespace: str,
+@contextmanager
+def live_service(
+    service_endpoints: dict[str, object], tmp: Path, namespace: str, env: dict[str, str]
 ) -> Iterator[Fresh]:
+    """A worker (offline mode, ``env`` added to its settings) and the query service over
+    HTTP on a namespace of their own, dropped afterwards."""
     from query.api.app import create_app
 
-    tmp: Path = tmp_path_factory.mktemp("freshness")
-    settings = make_settings(
-        service_endpoints, f"{session_namespace}-fresh", tmp, llm=LLMSettings(base_url=None)
-    )
+    settings = make_settings(service_endpoints, namespace, tmp, llm=LLMSettings(base_url=None))
     asyncio.run(ensure_topics(settings))
-    env = {"KGRAG_COMMUNITY__DEBOUNCE_S": "120", "KGRAG_COMMUNITY__MAX_WAIT_S": "600"}
     worker = TunedWorker(settings, tmp / "worker.log", env).start()
     server = ServerThread(create_app(settings, refresh_interval_s=0.2, lag_ttl_s=0)).start()
     try:
@@ -63,6 +60,18 @@ def fresh(
         worker.stop()
         asyncio.run(drop_vectors(settings))
         asyncio.run(delete_namespace_topics(settings))
+
+
+@pytest.fixture(scope="module")
+def fresh(
+    service_endpoints: dict[str, object],
+    tmp_path_factory: pytest.TempPathFactory,
+    session_namespace: str,
+) -> Iterator[Fresh]:
+    env = {"KGRAG_COMMUNITY__DEBOUNCE_S": "120", "KGRAG_COMMUNITY__MAX_WAIT_S": "600"}
+    tmp: Path = tmp_path_factory.mktemp("freshness")
+    with live_service(service_endpoints, tmp, f"{session_namespace}-fresh", env) as service:
+        yield service
 
 
 def article(i: int, person: str, phrase: str) -> dict[str, Any]:

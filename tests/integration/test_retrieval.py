@@ -15,20 +15,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from core.graph_tables import open_graph_store
-from core.settings import LLMSettings, Settings
+from core.settings import Settings
 from query.index import QueryIndex
-from streams.admin import delete_namespace_topics, ensure_topics
-from tests.conftest import make_settings
-from tests.integration.helpers import TunedWorker
-from tests.integration.test_query_api import ServerThread, drop_vectors
+from tests.integration.test_freshness import Fresh, live_service
 
 FIND_TIMEOUT_S = 90.0
 PERSON = "Marguerite Olvenhaus"
@@ -43,38 +38,15 @@ TOPICS = {
 }
 
 
-@dataclass
-class Service:
-    settings: Settings
-    url: str
-    worker: TunedWorker
-
-    def client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self.url, timeout=30)
-
-
 @pytest.fixture(scope="module")
 def service(
     service_endpoints: dict[str, object],
     tmp_path_factory: pytest.TempPathFactory,
     session_namespace: str,
-) -> Iterator[Service]:
-    from query.api.app import create_app
-
+) -> Iterator[Fresh]:
     tmp: Path = tmp_path_factory.mktemp("retrieval")
-    settings = make_settings(
-        service_endpoints, f"{session_namespace}-retr", tmp, llm=LLMSettings(base_url=None)
-    )
-    asyncio.run(ensure_topics(settings))
-    worker = TunedWorker(settings, tmp / "worker.log", {}).start()
-    server = ServerThread(create_app(settings, refresh_interval_s=0.2, lag_ttl_s=0)).start()
-    try:
-        yield Service(settings, f"http://127.0.0.1:{server.port}", worker)
-    finally:
-        server.stop()
-        worker.stop()
-        asyncio.run(drop_vectors(settings))
-        asyncio.run(delete_namespace_topics(settings))
+    with live_service(service_endpoints, tmp, f"{session_namespace}-retr", {}) as live:
+        yield live
 
 
 def article(i: int, topic: str) -> dict[str, Any]:
@@ -103,7 +75,7 @@ def article(i: int, topic: str) -> dict[str, Any]:
     }
 
 
-async def wait_for_all(service: Service) -> int:
+async def wait_for_all(service: Fresh) -> int:
     """The graph version that holds every article, once basic search finds the last one."""
     deadline = time.monotonic() + FIND_TIMEOUT_S
     async with service.client() as c:
@@ -131,7 +103,7 @@ def documents(settings: Settings, version: int, source_ids: list[int]) -> list[s
     return docs
 
 
-async def first_document(service: Service, method: str, question: str) -> str:
+async def first_document(service: Fresh, method: str, question: str) -> str:
     async with service.client() as c:
         r = await c.post(f"/v1/query/{method}", json={"question": question})
     assert r.status_code == 200, r.text
@@ -144,7 +116,7 @@ async def first_document(service: Service, method: str, question: str) -> str:
 
 
 async def test_local_search_orders_a_persons_articles_by_the_topic_asked(
-    service: Service,
+    service: Fresh,
 ) -> None:
     async with service.client() as c:
         for i, topic in enumerate(TOPICS):
@@ -164,7 +136,7 @@ async def test_local_search_orders_a_persons_articles_by_the_topic_asked(
 
 
 async def test_basic_search_matches_topic_words_whatever_their_spelling(
-    service: Service,
+    service: Fresh,
 ) -> None:
     await wait_for_all(service)
     asked = {
