@@ -32,11 +32,13 @@ Rules, each with the evidence it records (``Merge``):
   starts with it ("Ford" may be Ford Motor's) and it is not mentioned more often than the
   person (a bare name better known than the only person bearing it is more likely a
   company: "Dial", "Norton"). With several such people ("Baker": James, Howard, Charles)
-  the key is not merged whole: each text unit mentioning it alone goes to the person whose
-  neighbours its other entities share most, each shared entity weighted by how rare a
-  neighbour it is (a hub like "United States" says little), when one leads (``UnitAlias``),
-  and stays unresolved otherwise. Two people who share a
-  surname are never merged with each other.
+  the key is not merged whole: each text unit mentioning it goes to the one person its
+  document names in full; when it names none, to the only one mentioned more than once
+  (news names a newcomer in full); or else to the person (of those its document names, if
+  any) whose neighbours its other entities share most, each shared entity weighted by how
+  rare a neighbour it is (a hub like "United States" says little), when one leads
+  (``UnitAlias``), and stays unresolved otherwise. Two people who share a surname are never
+  merged with each other.
 
 The canonical key of a group is its best-known full name: not an acronym, two words or more,
 then the most mentioned ("European Community" over "European Communities" and "EC").
@@ -51,12 +53,17 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from graph.graph_view import GraphView
+
 # connectors an acronym skips ("Organization of Petroleum Exporting Countries" -> OPEC)
 CONNECTORS = frozenset({"of", "for", "and", "on", "the", "de", "du", "des", "la", "le", "&", "in"})
 # another expansion mentioned with the acronym at least this share as often makes it ambiguous
 ACRONYM_MARGIN = 0.5
 # a related entity of more neighbours than this share of all entities is a hub: no evidence
 HUB_SHARE = 0.005
+# a person mentioned this often is established: a bare surname may mean them without a full
+# name in the same document (a person mentioned once is a newcomer, named in full)
+KNOWN_MENTIONS = 2
 _ACRONYM = re.compile(r"(?:[A-Z]\.){2,7}|[A-Z][A-Z&]{1,6}")
 # British spellings -> American, applied word by word before keys are compared
 # last words whose singular is another word in names ("Securities" is not one "Security")
@@ -202,9 +209,12 @@ def resolve(
     entities: Mapping[str, Named],
     unit_entities: Mapping[str, Collection[str]],
     neighbours: Mapping[str, Collection[str]],
+    unit_document: Mapping[str, str] | None = None,
 ) -> Resolution:
     """Resolve the graph's keys (see the module docstring). ``unit_entities``: text unit ->
-    the entity keys mentioned in it; ``neighbours``: entity key -> the keys it is related to."""
+    the entity keys mentioned in it; ``neighbours``: entity key -> the keys it is related to;
+    ``unit_document``: text unit -> its document (a shared surname's unit goes to the one
+    person its document names in full)."""
     parent: dict[str, str] = {}
     merges: list[Merge] = []
 
@@ -236,7 +246,9 @@ def resolve(
             target = canonical_of.get(alias, alias)
             if alias != target and alias not in out:
                 out[alias] = Merge(alias, target, m.rule, m.evidence, m.units)
-    unit_aliases = _unit_surnames(entities, unit_entities, neighbours, surnames, canonical_of)
+    unit_aliases = _unit_surnames(
+        entities, unit_entities, neighbours, surnames, canonical_of, unit_document or {}
+    )
     return Resolution(out, unit_aliases)
 
 
@@ -361,6 +373,7 @@ def _unit_surnames(
     neighbours: Mapping[str, Collection[str]],
     shared: Mapping[str, list[str]],
     canonical_of: Mapping[str, str],
+    unit_document: Mapping[str, str],
 ) -> dict[tuple[str, str], UnitAlias]:
     out: dict[tuple[str, str], UnitAlias] = {}
 
@@ -370,9 +383,31 @@ def _unit_surnames(
     for surname, people in shared.items():
         near = {p: set(neighbours.get(p, ())) for p in people}
         for unit in sorted(entities[surname].units):
+            document = unit_document.get(unit)
+            named = [p for p in people if document in entities[p].documents]
+            if len(named) == 1:  # the article names one of them in full
+                out[(surname, unit)] = UnitAlias(
+                    surname,
+                    unit,
+                    canonical_of.get(named[0], named[0]),
+                    f"its document names {entities[named[0]].name!r} in full, and no other "
+                    f"person named {entities[surname].name!r}",
+                )
+                continue
+            known = [p for p in people if entities[p].mentions >= KNOWN_MENTIONS]
+            if not named and len(known) == 1:  # news names a newcomer in full, not by surname
+                out[(surname, unit)] = UnitAlias(
+                    surname,
+                    unit,
+                    canonical_of.get(known[0], known[0]),
+                    f"{entities[known[0]].name!r} is the only person named "
+                    f"{entities[surname].name!r} mentioned more than once, and its document "
+                    "names none of them in full",
+                )
+                continue
             others = set(unit_entities.get(unit, ())) - {surname}
             scores = sorted(
-                ((round(sum(map(weight, others & near[p])), 3), p) for p in people),
+                ((round(sum(map(weight, others & near[p])), 3), p) for p in named or people),
                 reverse=True,
             )
             (best, person), (second, _) = scores[0], scores[1]
@@ -387,3 +422,32 @@ def _unit_surnames(
                     f"at most {second}",
                 )
     return out
+
+
+def view_inputs(
+    view: GraphView,
+) -> tuple[dict[str, Named], dict[str, set[str]], dict[str, set[str]], dict[str, str]]:
+    """What ``resolve`` reads, from a merged graph: the entities, each text unit's entity
+    keys, each entity's neighbours, each text unit's document."""
+    unit_document = {u: t.document_id for u, t in view.text_units.items()}
+    entities = {}
+    for key, agg in view.entities.items():
+        units = frozenset(view.entity_units.get(key, ()))
+        entities[key] = Named(
+            key=key,
+            name=agg.name,
+            type=agg.type,
+            mentions=agg.mention_count,
+            units=units,
+            typed_person=2 * agg.types.count("person") >= max(1, agg.types.total),
+            documents=frozenset(unit_document[u] for u in units if u in unit_document),
+        )
+    unit_entities: dict[str, set[str]] = defaultdict(set)
+    for key, e in entities.items():
+        for u in e.units:
+            unit_entities[u].add(key)
+    neighbours: dict[str, set[str]] = defaultdict(set)
+    for r in view.relationships.values():
+        neighbours[r.source_key].add(r.target_key)
+        neighbours[r.target_key].add(r.source_key)
+    return entities, unit_entities, neighbours, unit_document

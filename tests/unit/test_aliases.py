@@ -182,6 +182,37 @@ class TestPeople:
         assert res.canonical("baker", "u4") == "howard baker"
         assert res.canonical("baker", "u5") == "baker"  # a tie: unresolved
 
+    def test_a_bare_surname_goes_to_the_namesake_its_document_names_in_full(self) -> None:
+        ents, units, near = graph(
+            [
+                named("james baker", "James Baker", "person", ["u1"], 9, documents=["d1"]),
+                named("howard baker", "Howard Baker", "person", ["u2"], 4, documents=["d2"]),
+                # u3 shares James's company, but its article is about Howard
+                named("baker", "Baker", "person", ["u3", "u4"], person=True),
+                named("treasury", "Treasury", "organization", ["u1", "u3"]),
+            ],
+            edges=[("james baker", "treasury")],
+        )
+        res = resolve(ents, units, near, {"u1": "d1", "u2": "d2", "u3": "d2", "u4": "d1"})
+        assert res.canonical("baker", "u3") == "howard baker"
+        assert res.canonical("baker", "u4") == "james baker"
+        assert "in full" in res.unit_aliases[("baker", "u3")].evidence
+
+    def test_a_bare_surname_means_the_only_established_namesake_unless_named(self) -> None:
+        # "Nancy Reagan", seen once, does not make every bare "Reagan" ambiguous; a document
+        # naming her in full still takes its own
+        ents, units, near = graph(
+            [
+                named("ronald reagan", "Ronald Reagan", "person", ["u1", "u2"], documents=["d1"]),
+                named("nancy reagan", "Nancy Reagan", "person", ["u3"], 1, documents=["d3"]),
+                named("reagan", "Reagan", "person", ["u4", "u5"], 30, person=True),
+            ]
+        )
+        res = resolve(ents, units, near, {"u4": "d4", "u5": "d3"})
+        assert res.canonical("reagan", "u4") == "ronald reagan"
+        assert res.canonical("reagan", "u5") == "nancy reagan"
+        assert res.canonical("ronald reagan") != res.canonical("nancy reagan")
+
     def test_retracting_the_evidence_undoes_the_merge(self) -> None:
         people = [
             named(
