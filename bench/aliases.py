@@ -149,8 +149,8 @@ def score_people(
             # cannot resolve to both, so only the full names are scored there
             namesakes = any(p != label and p.split("-")[-1] == surname for p in a["people"])
             for u in units_of_doc.get(str(a["id"]), ()):
-                forms = person_forms(label, unit_keys[u], entities)
-                occurrences += [(k, u) for k in forms if not (namesakes and k == surname)]
+                in_unit = person_forms(label, unit_keys[u], entities)
+                occurrences += [(k, u) for k in in_unit if not (namesakes and k == surname)]
         forms = sorted({k for k, _ in occurrences})
         ends = sorted({res.canonical(k, u) for k, u in occurrences})
         rows[label] = {
