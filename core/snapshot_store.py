@@ -40,17 +40,19 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from core.errors import ConfigError, KgragError
 from graph.protocols import SnapshotStore as SnapshotStoreProtocol
 from graph.snapshot_model import Snapshot
 from graph.snapshots import (
+    LATER_TABLES,
     SnapshotFormatError,
     snapshot_files,
     snapshot_from_tables,
     snapshot_to_tables,
+    table_file,
 )
 
 log = logging.getLogger(__name__)
@@ -177,6 +179,9 @@ class SnapshotStore:
                 if path.is_dir():
                     raise SnapshotCorruptError(path, f"{name} is missing") from None
                 raise SnapshotNotFoundError(f"snapshot {version} is not in {self.root}") from None
+        for table in LATER_TABLES:  # there when it has rows
+            with suppress(FileNotFoundError):
+                tables[table_file(table)] = (path / table_file(table)).read_bytes()
         try:
             snapshot = snapshot_from_tables(tables)
         except SnapshotFormatError as err:

@@ -54,7 +54,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from graph.graph_view import GraphView
+from graph.snapshot_model import SnapshotAlias
 
+# the rule of a surname resolved in one text unit (``UnitAlias``)
+NAMESAKE = "namesake"
 # connectors an acronym skips ("Organization of Petroleum Exporting Countries" -> OPEC)
 CONNECTORS = frozenset({"of", "for", "and", "on", "the", "de", "du", "des", "la", "le", "&", "in"})
 # another expansion mentioned with the acronym at least this share as often makes it ambiguous
@@ -119,6 +122,18 @@ class UnitAlias:
     unit: str
     canonical: str
     evidence: str
+
+
+@dataclass(frozen=True, slots=True)
+class AliasChange:
+    """A merge made or undone between two resolutions (``alias_changes``)."""
+
+    kind: str  # "aliased" or "unaliased"
+    alias: str
+    canonical: str
+    rule: str
+    evidence: str  # a made merge's evidence; an undone one's former evidence
+    unit: str | None = None  # a surname resolved in this text unit only
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,3 +466,65 @@ def view_inputs(
         neighbours[r.source_key].add(r.target_key)
         neighbours[r.target_key].add(r.source_key)
     return entities, unit_entities, neighbours, unit_document
+
+
+def alias_changes(before: Resolution | None, after: Resolution) -> list[AliasChange]:
+    """What changed between two resolutions: a key now resolving to another than before is
+    ``aliased`` (after ``unaliased`` from the old one); a key that no longer resolves to one
+    is ``unaliased`` (its evidence was retracted or outweighed). A merge whose canonical
+    stayed is not a change, even when its evidence was restated (counts moved)."""
+    before = before or Resolution()
+    out: list[AliasChange] = []
+    for alias in sorted(before.merges.keys() | after.merges.keys()):
+        old, new = before.merges.get(alias), after.merges.get(alias)
+        if old is not None and (new is None or new.canonical != old.canonical):
+            out.append(AliasChange("unaliased", alias, old.canonical, old.rule, old.evidence))
+        if new is not None and (old is None or new.canonical != old.canonical):
+            out.append(AliasChange("aliased", alias, new.canonical, new.rule, new.evidence))
+    for key in sorted(before.unit_aliases.keys() | after.unit_aliases.keys()):
+        was, now = before.unit_aliases.get(key), after.unit_aliases.get(key)
+        if was is not None and (now is None or now.canonical != was.canonical):
+            out.append(
+                AliasChange("unaliased", was.alias, was.canonical, NAMESAKE, was.evidence, was.unit)
+            )
+        if now is not None and (was is None or now.canonical != was.canonical):
+            out.append(
+                AliasChange("aliased", now.alias, now.canonical, NAMESAKE, now.evidence, now.unit)
+            )
+    return out
+
+
+def alias_rows(view: GraphView, resolution: Resolution | None) -> tuple[SnapshotAlias, ...]:
+    """The ``aliases`` graph table of a resolution, for the keys the view still holds."""
+    if resolution is None:
+        return ()
+    ents = view.entities
+    rows = [
+        SnapshotAlias(
+            m.alias,
+            m.alias,
+            m.canonical,
+            ents[m.alias].name,
+            ents[m.canonical].name,
+            m.rule,
+            m.evidence,
+            m.units,
+        )
+        for m in resolution.merges.values()
+        if m.alias in ents and m.canonical in ents
+    ]
+    rows += [
+        SnapshotAlias(
+            f"{u.alias}@{u.unit}",
+            u.alias,
+            u.canonical,
+            ents[u.alias].name,
+            ents[u.canonical].name,
+            NAMESAKE,
+            u.evidence,
+            (u.unit,),
+        )
+        for u in resolution.unit_aliases.values()
+        if u.alias in ents and u.canonical in ents
+    ]
+    return tuple(sorted(rows, key=lambda r: r.id))

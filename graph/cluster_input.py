@@ -12,27 +12,48 @@ of per-edge terms mod 2**64, so kept by adding and subtracting terms) and the sa
 
 Refreshing is idempotent: a key is recomputed from the view as it is now, so refreshing more
 keys than changed (changes folded while the run was under way) is harmless.
+
+Besides relationships the graph holds **alias glue**: an edge between a key that alias
+resolution merged into another ("IMF" into "International Monetary Fund", ``graph.aliases``)
+and its canonical key, weighted by the alias's mentions, so Leiden keeps the two names of one
+thing in one community without the graph losing either node (every table, report and
+lineage event keeps speaking of entity keys). A merge made or undone is an edge added or
+removed, which the maintained clustering treats like any other change.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from graph.aggregates import RelationshipAggregate
 from graph.graph_view import GraphView
 from graph.leiden_graph import DIGEST_C1, DIGEST_C2, HierarchyError, WeightedGraph, key_hash
 
 _MASK = (1 << 64) - 1
 
 Pair = tuple[str, str]  # entity keys, the smaller first
+Edge = tuple[str, str, float]  # source, target, weight
+# key prefix of a glue edge (alias -> canonical): no relationship key starts with a control
+# character
+GLUE = "\x1falias:"
 
 
 def edge_term(a: str, b: str, weight: float) -> int:
     """One edge's share of both ends' digests (``a < b``), as ``node_digests`` computes it."""
     mixed = (key_hash(a) * DIGEST_C1 + key_hash(b)) & _MASK
     return ((mixed * DIGEST_C2) & _MASK) ^ (hash(weight) & _MASK)
+
+
+def glue_edges(view: GraphView, aliases: Mapping[str, str]) -> dict[str, Edge]:
+    """The glue edge of each whole merge (alias key -> canonical key) whose both ends are in
+    the view, weighted by the alias's mentions: what ties the alias to its canonical name
+    grows with how much the graph says under that name."""
+    return {
+        GLUE + alias: (alias, canonical, float(max(1, view.entities[alias].mention_count)))
+        for alias, canonical in sorted(aliases.items())
+        if alias in view.entities and canonical in view.entities and alias != canonical
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +93,33 @@ class ClusterInput:
     cut: set[str] = field(default_factory=set)
     # pair -> its weight now minus its weight then, for the pairs that changed since
     deltas: dict[Pair, float] = field(default_factory=dict)
+    # glue key (GLUE + alias key) -> (alias, canonical, weight): see the module docstring
+    glue: dict[str, Edge] = field(default_factory=dict)
     _graph: WeightedGraph | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def build(cls, view: GraphView) -> ClusterInput:
-        made = cls(known=set(view.entities))
-        made.refresh(view, view.relationships, ())
+    def build(cls, view: GraphView, glue: dict[str, Edge] | None = None) -> ClusterInput:
+        made = cls(known=set(view.entities), glue=dict(glue or {}))
+        made.refresh(view, [*view.relationships, *made.glue], ())
         return made
+
+    def set_glue(self, view: GraphView, glue: dict[str, Edge]) -> None:
+        """Make the glue edges ``glue`` (``glue_edges``), refreshing the ones that changed."""
+        changed = {k for k in self.glue.keys() | glue.keys() if self.glue.get(k) != glue.get(k)}
+        for key in changed & self.glue.keys():  # ends a glue key no longer has
+            now = glue[key][:2] if key in glue else ()
+            for end in self.glue[key][:2]:
+                if end not in now:
+                    self.ends.get(end, set()).discard(key)
+        self.glue = dict(glue)
+        if changed:
+            self.refresh(view, changed, ())
+
+    def _edge(self, view: GraphView, key: str) -> Edge | None:
+        if key.startswith(GLUE):
+            return self.glue.get(key)
+        rel = view.relationships.get(key)
+        return None if rel is None else (rel.source_key, rel.target_key, rel.weight)
 
     def refresh(
         self, view: GraphView, relationships: Iterable[str], entities: Iterable[str]
@@ -96,28 +137,25 @@ class ClusterInput:
         touched_pairs: set[Pair] = set()
         for key in keys:
             old = self.counted.pop(key, None)
-            rel = view.relationships.get(key)
+            edge = self._edge(view, key)
             if old is not None:
                 pair, _ = old
                 del self.pairs[pair][key]
                 touched_pairs.add(pair)
-                if rel is None:
-                    for end in pair:
+                ends_now = edge[:2] if edge is not None else ()
+                for end in pair:  # gone, or a glue edge re-pointed at another name
+                    if end not in ends_now:
                         self.ends.get(end, set()).discard(key)
-            self._index_ends(rel, key)
-            if (
-                rel is None
-                or rel.source_key == rel.target_key
-                or rel.source_key not in view.entities
-                or rel.target_key not in view.entities
-            ):
+            self._index_ends(edge, key)
+            if edge is None:
                 continue
-            weight = float(rel.weight)
+            source, target, raw = edge
+            if source == target or source not in view.entities or target not in view.entities:
+                continue
+            weight = float(raw)
             if not math.isfinite(weight) or weight < 0:
-                raise HierarchyError(
-                    f"edge {rel.source_key!r}-{rel.target_key!r} has weight {rel.weight!r}"
-                )
-            a, b = sorted((rel.source_key, rel.target_key))
+                raise HierarchyError(f"edge {source!r}-{target!r} has weight {raw!r}")
+            a, b = sorted((source, target))
             self.counted[key] = ((a, b), weight)
             self.pairs.setdefault((a, b), {})[key] = weight
             touched_pairs.add((a, b))
@@ -138,8 +176,8 @@ class ClusterInput:
         self.dirty, self.cut, self.deltas = set(), set(), {}
         return None if dirty is None else Changes(dirty, cut, deltas)
 
-    def _index_ends(self, rel: RelationshipAggregate | None, key: str) -> None:
-        for end in (rel.source_key, rel.target_key) if rel is not None else ():
+    def _index_ends(self, edge: Edge | None, key: str) -> None:
+        for end in edge[:2] if edge is not None else ():
             self.ends.setdefault(end, set()).add(key)
 
     def _set_pair(self, pair: Pair, changed: set[str]) -> None:
@@ -191,8 +229,9 @@ class ClusterInput:
         return {**vars(self), "_graph": None}  # a cache, rebuilt on first use
 
     def __setstate__(self, data: dict[str, object]) -> None:
-        # a checkpoint from before changes were kept: not known until the next run
-        vars(self).update({"dirty": None, "cut": set(), "deltas": {}, **data})
+        # a checkpoint from before changes were kept: not known until the next run; from
+        # before aliases: no glue until the next run sets it
+        vars(self).update({"dirty": None, "cut": set(), "deltas": {}, "glue": {}, **data})
 
     def graph(self) -> tuple[WeightedGraph, list[int], list[float]]:
         """The canonical graph with each node's digest and weighted degree, in node order."""

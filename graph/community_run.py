@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from graph.aggregates import ClaimAggregate
-from graph.cluster_input import ClusterInput
+from graph.cluster_input import ClusterInput, glue_edges
 from graph.community_ids import Delta, HumanIds, StableCommunities, assign_community_ids
 from graph.evidence import (
     EntityFacts,
@@ -67,28 +67,37 @@ class DriftCheck:
 # ---- clustering, ids, lineage ------------------------------------------------------------
 
 
-def clustering_graph(view: GraphView) -> WeightedGraph:
+def clustering_graph(view: GraphView, aliases: Mapping[str, str] | None = None) -> WeightedGraph:
     """The graph Leiden partitions: relationships between two known, distinct entities,
-    weighted by their mention count. Entities without a relationship are left out: they have
-    no evidence to be grouped by."""
+    weighted by their mention count, and the alias glue of whole merges (alias key ->
+    canonical key; ``graph.cluster_input``). Entities without a relationship are left out:
+    they have no evidence to be grouped by."""
     edges = [
-        (r.source_key, r.target_key, float(r.weight))
-        for r in view.relationships.values()
-        if r.source_key in view.entities
-        and r.target_key in view.entities
-        and r.source_key != r.target_key
+        *((r.source_key, r.target_key, float(r.weight)) for r in view.relationships.values()),
+        *glue_edges(view, aliases or {}).values(),
     ]
+    edges = [(a, b, w) for a, b, w in edges if a in view.entities and b in view.entities and a != b]
     return build_graph(sorted({k for a, b, _ in edges for k in (a, b)}), edges)
 
 
+def whole_aliases(state: JobState) -> dict[str, str]:
+    """Alias key -> canonical key of the keys the job's alias resolution merged whole."""
+    resolution = getattr(state, "resolution", None)
+    if resolution is None:
+        return {}
+    return {alias: m.canonical for alias, m in resolution.merges.items()}
+
+
 def clustering_input(view: GraphView, state: JobState, touched: Touched | None) -> ClusterInput:
-    """The clustering graph kept in ``state``, refreshed for what ``touched`` names (built
-    from the whole view when either is unknown)."""
+    """The clustering graph kept in ``state``, refreshed for what ``touched`` names and the
+    alias glue of ``state.resolution`` (built from the whole view when either is unknown)."""
     kept = getattr(state, "cluster_input", None)
+    glue = glue_edges(view, whole_aliases(state))
     if kept is None or touched is None:
-        kept = ClusterInput.build(view)
+        kept = ClusterInput.build(view, glue)
     else:
         kept.refresh(view, (s[2:] for s in touched.slots if s.startswith("r:")), touched.entities)
+        kept.set_glue(view, glue)
     state.cluster_input = kept
     return kept
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from graph.aliases import Resolution
 from graph.cluster_input import ClusterInput
 from graph.community_ids import HumanIds, Labelled
 from graph.evidence import EvidenceIndex, ReportBasis
@@ -60,6 +61,9 @@ class JobState:
     # (checked by identity), from which the next run's ids visit only the labels it placed;
     # None: not known (the next run matches every community)
     labelled: Labelled | None = None
+    # which keys name one thing (graph.aliases), as the last run resolved them; None: never
+    # resolved (the next run resolves the whole graph and reports every merge as made)
+    resolution: Resolution | None = None
 
 
 @dataclass(frozen=True, slots=True)

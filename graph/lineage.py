@@ -31,8 +31,9 @@ from graph.model import Community
 EventKind = Literal[
     "bootstrap", "emerged", "grew", "shrank", "split", "merged", "dissolved", "unchanged"
 ]
-# the kinds the community-events topic carries: ``unchanged`` is never published, and a
-# regenerated report of a community that kept its id is a ``report_updated``
+# the kinds the community-events topic carries: ``unchanged`` is never published, a
+# regenerated report of a community that kept its id is a ``report_updated``, and a merge of
+# two names made or undone by alias resolution is an ``aliased`` / ``unaliased``
 PUBLISHED_KINDS = (
     "bootstrap",
     "emerged",
@@ -42,6 +43,9 @@ PUBLISHED_KINDS = (
     "merged",
     "dissolved",
     "report_updated",
+    # alias resolution (graph.aliases): one name resolved to another, or no longer
+    "aliased",
+    "unaliased",
 )
 DEFAULT_SHARE = 0.25
 DEFAULT_SIZE_TOLERANCE = 0.1

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from graph.aggregates import EntityAggregate, RelationshipAggregate
+from graph.aliases import alias_rows
 from graph.community_ids import HumanIds
 from graph.emerging import emerging_scores
 from graph.graph_view import FreshKeys, GraphView
@@ -93,6 +94,7 @@ def assemble(
         rows["text_units"],
         rows["documents"],
         rows["claims"],
+        alias_rows(view, state.resolution),
     )
 
 

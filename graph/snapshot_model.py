@@ -145,6 +145,21 @@ class SnapshotDocument:
 
 
 @dataclass(frozen=True, slots=True)
+class SnapshotAlias:
+    """A key that names the same thing as another (``graph.aliases``): merged whole, or, for
+    a surname several people share, in one text unit only. Not a GraphRAG table."""
+
+    id: str  # the alias key, or "<alias key>@<text unit id>" for one unit
+    alias: str  # entity key
+    canonical: str  # entity key of the name it resolves to
+    alias_title: str
+    canonical_title: str
+    rule: str  # "acronym", "spelling", "surname" (whole) or "namesake" (one unit)
+    evidence: str
+    text_unit_ids: tuple[str, ...]  # units showing it: a few for a whole merge, the one unit
+
+
+@dataclass(frozen=True, slots=True)
 class SnapshotMeta:
     version: int
     created_at: str  # wall-clock time of writing (operations only)
@@ -179,3 +194,4 @@ class Snapshot:
     text_units: tuple[SnapshotTextUnit, ...]
     documents: tuple[SnapshotDocument, ...]
     claims: tuple[SnapshotClaim, ...] = ()
+    aliases: tuple[SnapshotAlias, ...] = ()

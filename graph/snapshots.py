@@ -30,6 +30,7 @@ from graph.codec import Codec, DecodeError
 from graph.errors import GraphError
 from graph.snapshot_model import (
     Snapshot,
+    SnapshotAlias,
     SnapshotClaim,
     SnapshotCommunity,
     SnapshotDocument,
@@ -52,7 +53,11 @@ TABLES: dict[str, type] = {
     "text_units": SnapshotTextUnit,
     "documents": SnapshotDocument,
     "claims": SnapshotClaim,
+    "aliases": SnapshotAlias,
 }
+# tables added after the format: absent when empty (written before they existed, or no
+# rows), read as empty
+LATER_TABLES = frozenset({"aliases"})
 
 # columns derived from other rows, not stored: they would change with rows that did not (a
 # hub's new relationship would rewrite every one of its relationships' rows, a member's new
@@ -85,8 +90,9 @@ def table_file(table: str) -> str:
 
 
 def snapshot_files() -> tuple[str, ...]:
-    """Every file a complete snapshot has, ``meta.json`` last."""
-    return (*(table_file(t) for t in TABLES), META_FILE)
+    """Every file a complete snapshot has, ``meta.json`` last (a table of ``LATER_TABLES``
+    is there only when it has rows)."""
+    return (*(table_file(t) for t in TABLES if t not in LATER_TABLES), META_FILE)
 
 
 def snapshot_to_tables(s: Snapshot) -> dict[str, bytes]:
@@ -95,6 +101,8 @@ def snapshot_to_tables(s: Snapshot) -> dict[str, bytes]:
     rows: dict[str, int] = {}
     for table in TABLES:
         records = getattr(s, table)
+        if table in LATER_TABLES and not records:
+            continue  # written only when it has rows: such a snapshot reads as it always did
         out[table_file(table)] = _encode_rows(table, records)
         rows[table] = len(records)
     meta = {"format": FORMAT_VERSION, "rows": rows, "meta": CODEC.encode(s.meta)}
@@ -107,6 +115,9 @@ def snapshot_from_tables(tables: Mapping[str, bytes]) -> Snapshot:
     meta, rows = _decode_meta(_require(tables, META_FILE))
     decoded: dict[str, tuple[Any, ...]] = {}
     for table, cls in TABLES.items():
+        if table in LATER_TABLES and table_file(table) not in tables:
+            decoded[table] = ()
+            continue
         records: tuple[Any, ...] = _decode_rows(table, cls, _require(tables, table_file(table)))
         expected = rows.get(table)
         if expected is not None and expected != len(records):

@@ -48,6 +48,8 @@ KIND_STYLES = {
     "dissolved": "red",
     "report_updated": "blue",
     "bootstrap": "bold",
+    "aliased": "dim cyan",
+    "unaliased": "dim yellow",
 }
 
 Since = Annotated[str | None, typer.Option(help="ISO date or 'last N days' (document time)")]
@@ -303,6 +305,10 @@ def format_event(payload: dict[str, Any]) -> Text:
     text = Text()
     text.append(f"{kind:<15}", style=KIND_STYLES.get(kind, ""))
     text.append(f" v{payload.get('snapshot_version', '?')}", style="dim")
+    if kind in ("aliased", "unaliased"):  # a name resolved to another: the names and why
+        text.append(f" {payload.get('title', '')}", style="bold")
+        text.append(f"  ({payload.get('rule', '?')}) {payload.get('evidence', '')}", style="dim")
+        return text
     text.append(f" L{payload.get('level', '?')} {payload.get('community_id', '?')}")
     text.append(f" size {payload.get('size', '?')}  ")
     text.append(str(payload.get("title", "")), style="bold")
@@ -334,7 +340,8 @@ def watch_cmd(
         list[str] | None, typer.Option(help="Only these kinds (repeatable): emerged, grew, …")
     ] = None,
 ) -> None:
-    """Live community lineage events: emerged, grew, shrank, split, merged, dissolved."""
+    """Live community lineage events: emerged, grew, shrank, split, merged, dissolved, and
+    names resolved to one thing (aliased, unaliased)."""
     from graph.lineage import PUBLISHED_KINDS
 
     unknown = sorted(set(kind or ()) - set(PUBLISHED_KINDS))

@@ -150,12 +150,11 @@ async def select_entities(
     chosen = list(named)
     skipped = 0
     for hit in sorted(hits, key=lambda h: h.distance):
-        if hit.key not in index.entities:
+        key = index.aliases.resolve(hit.key)
+        if hit.key not in index.entities or key not in index.entities:
             skipped += 1
-        elif hit.key not in chosen and (
-            not window.bounded or entity_mentions(index, hit.key, window) > 0
-        ):
-            chosen.append(hit.key)
+        elif key not in chosen and (not window.bounded or entity_mentions(index, key, window) > 0):
+            chosen.append(key)
     return chosen[: config.top_k_entities], skipped
 
 
@@ -172,7 +171,13 @@ def named_in_window(
         is_person=lambda k: index.entities[k].type == "person",
         units=lambda k: index.entities[k].text_unit_ids,
     )
-    return [k for k in named if not window.bounded or entity_mentions(index, k, window) > 0]
+    # a name resolved to another ("IMF") stands for the entity it names
+    resolved = dict.fromkeys(index.aliases.resolve(k) for k in named if k in index.entities)
+    return [
+        k
+        for k in resolved
+        if k in index.entities and (not window.bounded or entity_mentions(index, k, window) > 0)
+    ]
 
 
 def question_beyond_names(question: str, named: Sequence[str], index: QueryIndex) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -33,6 +33,7 @@ from graph.snapshot_model import (
     SnapshotReport,
     SnapshotTextUnit,
 )
+from query.aliases import AliasIndex
 from query.entity_names import NameIndex
 from query.text_store import TextStore, TextStoreBuilder, without_text
 from query.time_window import DailyCounts, to_date
@@ -66,6 +67,20 @@ class QueryIndex:
     newest: date | None  # the newest document's day: what "last N days" counts back from
     names: NameIndex  # entity keys by name word, for the entities a question names
     texts: TextStore  # bulk text (descriptions, text, report bodies): ``full(row)`` reads it
+    # which keys name one thing (the ``aliases`` table, ``query.aliases``)
+    aliases: AliasIndex = field(default_factory=AliasIndex)
+
+    def entity_units(self, key: str) -> list[str]:
+        """The text units of an entity under any of its names: its own, those of the keys
+        merged into it, and those where a surname it shares with others means it."""
+        own = self.text_units_by_entity.get(key, ())
+        extra = [
+            u for r in self.aliases.whole(key) for u in self.text_units_by_entity.get(r.alias, ())
+        ]
+        extra += self.aliases.namesake_units(key)
+        if not extra:
+            return list(own)
+        return list(dict.fromkeys([*own, *sorted(u for u in extra if u in self.text_units)]))
 
     @property
     def version(self) -> int:
@@ -266,4 +281,5 @@ def _build(snapshot: Snapshot, texts: TextStore) -> QueryIndex:
         newest=newest_day(snapshot.meta, snapshot.documents, dates.values()),
         names=NameIndex.build(entities),
         texts=texts,
+        aliases=AliasIndex.of(snapshot.aliases),
     )

@@ -175,6 +175,9 @@ class _Follower:
             newest=newest_day(meta, self.documents.values(), self._dates.values()),
             names=names,
             texts=texts,
+            aliases=old.aliases.updated(
+                self.change("aliases").upserts, self.change("aliases").deletes
+            ),
         )
 
     def _entities(self) -> set[str]:

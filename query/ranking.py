@@ -93,13 +93,14 @@ def text_unit_candidates(
     window: TimeWindow,
     alike: Collection[str] = (),
 ) -> dict[str, int]:
-    """Text units of the selected entities in the window, each with the rank of the first
-    selected entity that has it, in that order; the entities of ``alike`` (spellings of the
-    first one, see ``query.context.spellings``) all rank first with it."""
+    """Text units of the selected entities in the window (under any of their names,
+    ``QueryIndex.entity_units``), each with the rank of the first selected entity that has
+    it, in that order; the entities of ``alike`` (spellings of the first one the resolution
+    left apart, see ``query.context.spellings``) all rank first with it."""
     first_entity: dict[str, int] = {}
     ranks = [0 if key in alike else order for order, key in enumerate(selected)]
     for order, key in sorted(zip(ranks, selected, strict=True), key=lambda p: p[0]):
-        for u in index.text_units_by_entity.get(key, ()):
+        for u in index.entity_units(key):
             if u not in first_entity and window.contains(index.unit_dates.get(u)):
                 first_entity[u] = order
     return first_entity

@@ -33,6 +33,7 @@ from core.children import die_with_parent
 from core.graph_tables import GraphTables, open_graph_store
 from core.settings import Settings
 from core.tokenizer import count_tokens, get_encoding
+from graph.aliases import AliasChange, alias_changes, alias_rows, resolve, view_inputs
 from graph.community_run import (
     RunParams,
     assign_record_ids,
@@ -320,6 +321,12 @@ class Runner:
             if touched is None
             else fresh_ids(view, state.human_ids, view.fresh)
         )
+        t = self._tick("record_ids", t)
+        # which keys name one thing: before clustering, which glues aliases to their names
+        resolution = resolve(*view_inputs(view))
+        aliased = alias_changes(state.resolution, resolution)
+        state.resolution = resolution
+        t = self._tick("aliases", t)
         hierarchy, stable, drift = cluster(
             view, state, self.params, _with_absorbed(touched, view.touched_so_far())
         )
@@ -370,7 +377,15 @@ class Runner:
         state.version = version
         return {
             "version": version,
-            "events": self._events(events, regenerated, plan, by_id, previous, version),
+            "events": [
+                *self._events(events, regenerated, plan, by_id, previous, version),
+                *self._alias_events(aliased, version),
+            ],
+            "aliases": {
+                "merged": len(resolution.merges),
+                "per_unit": len(resolution.unit_aliases),
+                "changed": len(aliased),
+            },
             "timings": self.timings,
             "regenerated": len(regenerated),
             "communities": len(communities),
@@ -553,6 +568,7 @@ class Runner:
         rows["communities"], rows["community_reports"] = community_tables(
             view, state, communities, derived=False
         )
+        rows["aliases"] = alias_rows(view, state.resolution)
         self.timings["snapshot_assemble"] = round(time.monotonic() - started, 3)
         store.last_maintain_s = 0.0
         written = store.write_rows(
@@ -565,7 +581,7 @@ class Runner:
                 "text_units": removed.text_units,
                 "claims": removed.claims,
             },
-            complete=("communities", "community_reports"),
+            complete=("communities", "community_reports", "aliases"),
             always=True,
         )
         assert written is not None  # always=True commits
@@ -692,6 +708,35 @@ class Runner:
                     )
                 )
         return out
+
+    def _alias_events(self, changes: Sequence[AliasChange], version: int) -> list[dict[str, Any]]:
+        """An audit event per merge made or undone, with its evidence, on the lineage stream;
+        ``community_id`` is the level-0 community of the name it resolves to."""
+        if not changes:
+            return []
+        view = self.state.view
+        newest = newest_time(view)
+        home = {k: c.id for c in self.state.communities if c.level == 0 for k in c.entity_keys}
+
+        def name(key: str) -> str:
+            return view.entities[key].name if key in view.entities else key
+
+        return [
+            {
+                "kind": a.kind,
+                "community_id": home.get(a.canonical),
+                "level": 0,
+                "title": f"{name(a.alias)} = {name(a.canonical)}",
+                "alias": a.alias,
+                "canonical": a.canonical,
+                "rule": a.rule,
+                "evidence": a.evidence,
+                "text_unit_id": a.unit,
+                "snapshot_version": version,
+                "newest_document_time": newest,
+            }
+            for a in changes
+        ]
 
     def _event_dict(
         self,

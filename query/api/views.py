@@ -70,7 +70,9 @@ def entity_view(index: QueryIndex, e: SnapshotEntity, limit: int = 20) -> dict[s
         map(index.relationships.__getitem__, index.relationships_by_entity.get(e.id, ())),
         key=lambda r: -index.combined_degree(r),
     )
-    units = [index.text_units[u] for u in index.text_units_by_entity.get(e.id, ())[:limit]]
+    units = [index.text_units[u] for u in index.entity_units(e.id)[:limit]]
+    canonical = index.aliases.resolve(e.id)
+    merged_into = next((r for r in index.aliases.whole(canonical) if r.alias == e.id), None)
     return {
         "id": e.human_readable_id,
         "key": e.id,
@@ -106,6 +108,24 @@ def entity_view(index: QueryIndex, e: SnapshotEntity, limit: int = 20) -> dict[s
         ],
         "sources": [_reference(index, "Sources", u.human_readable_id) for u in units],
         "timeline": [(d.isoformat(), n) for d, n in index.entity_daily.get(e.id, ())],
+        # other names of this entity, each with why (query.aliases); sources include theirs
+        "aliases": [
+            {"key": r.alias, "title": r.alias_title, "rule": r.rule, "evidence": r.evidence}
+            for r in index.aliases.whole(e.id)
+        ],
+        "namesake_units": len(index.aliases.namesake_units(e.id)),
+        # the entity this name resolves to, when it is an alias
+        "alias_of": None
+        if merged_into is None
+        else {
+            "key": canonical,
+            "id": index.entities[canonical].human_readable_id
+            if canonical in index.entities
+            else None,
+            "title": merged_into.canonical_title,
+            "rule": merged_into.rule,
+            "evidence": merged_into.evidence,
+        },
         "snapshot_version": index.version,
     }
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from graph.cluster_input import ClusterInput
-from graph.community_run import clustering_graph
+from graph.cluster_input import GLUE, ClusterInput, glue_edges
+from graph.community_run import clustering_graph, whole_aliases
 from graph.graph_changes import GraphChange
 from graph.graph_view import GraphView
 from graph.keys import entity_key
@@ -22,8 +22,8 @@ from tests.unit.test_community_run import Job, World, base_world, make_settings
 Stats = tuple[WeightedGraph, list[int], list[float]]
 
 
-def rebuilt(view: GraphView) -> Stats:
-    graph = clustering_graph(view)
+def rebuilt(view: GraphView, aliases: dict[str, str] | None = None) -> Stats:
+    graph = clustering_graph(view, aliases)
     source = [a for a, _ in graph.edges]
     target = [b for _, b in graph.edges]
     return (
@@ -105,4 +105,46 @@ async def test_the_job_keeps_it_equal_to_a_rebuild_run_after_run(tmp_path: Path)
             random_step(world, rng, names, 10 * step + sub)
         await job.run(world.view)
         kept = job.state.cluster_input
-        assert kept is not None and kept.graph() == rebuilt(world.view), f"run {step}"
+        aliases = whole_aliases(job.state)
+        assert kept is not None and kept.graph() == rebuilt(world.view, aliases), f"run {step}"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_alias_glue_made_and_undone_keeps_it_equal_to_a_rebuild(seed: int) -> None:
+    """Glue edges (an alias tied to the name it resolves to) come and go, their weights move
+    with the alias's mentions, and an end may vanish: the kept graph stays the rebuild's."""
+    rng = random.Random(seed)
+    world = World()
+    names = [f"Firm {i}" for i in range(10)]
+    kept = ClusterInput.build(world.view)
+    world.view.take_touched()
+    aliases: dict[str, str] = {}
+    glued = 0
+    for step in range(40):
+        random_step(world, rng, names, step)
+        refresh(kept, world.view)
+        keys = sorted(world.view.entities)
+        if len(keys) >= 2 and rng.random() < 0.5:
+            alias, canonical = rng.sample(keys, 2)
+            if alias not in aliases.values() and canonical not in aliases:
+                aliases[alias] = canonical
+        if aliases and rng.random() < 0.2:
+            del aliases[rng.choice(sorted(aliases))]
+        kept.set_glue(world.view, glue_edges(world.view, aliases))
+        assert kept.graph() == rebuilt(world.view, aliases), f"step {step}"
+        glued += sum(k.startswith(GLUE) for k in kept.counted)
+    assert glued, "no glue edge was ever counted"
+
+
+def test_glue_ties_an_alias_even_where_a_relationship_joins_the_same_pair() -> None:
+    world = base_world()
+    a, b = entity_key("Orion A 0"), entity_key("Orion A 1")
+    kept = ClusterInput.build(world.view)
+    before = kept.adjacency[a].get(b, 0.0)
+    kept.set_glue(world.view, glue_edges(world.view, {a: b}))
+    weight = float(world.view.entities[a].mention_count)
+    assert kept.adjacency[a][b] == before + weight
+    assert kept.graph() == rebuilt(world.view, {a: b})
+    kept.set_glue(world.view, {})
+    assert kept.adjacency[a].get(b, 0.0) == before
+    assert kept.graph() == rebuilt(world.view)
