@@ -36,9 +36,12 @@ from offline.extraction import extract_offline
 BATCH = 500
 
 
-def build_view(articles: Sequence[dict[str, Any]], settings: Settings) -> GraphView:
+def build_view(
+    articles: Sequence[dict[str, Any]], settings: Settings, merger: LocalMerger | None = None
+) -> GraphView:
+    """The merged graph of ``articles`` (folded into ``merger``'s when given)."""
     enc = get_encoding(settings.chunking.encoding)
-    merger = LocalMerger(max_descriptions=settings.extraction.max_descriptions)
+    merger = merger or LocalMerger(max_descriptions=settings.extraction.max_descriptions)
     for a in articles:
         doc = document_from_obj(a, max_chars=settings.chunking.max_document_chars)
         merger.add_document(doc)

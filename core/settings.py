@@ -269,6 +269,17 @@ class CommunitySettings(BaseModel):
         description="Every this many runs, compare the maintained clustering with a fresh one "
         "of the same graph (level-0 modularity); 0: never",
     )
+    resolve_aliases: bool = Field(
+        True,
+        description="Resolve which entity names are one thing (acronyms, spellings, "
+        "surnames; the aliases table) and cluster them together",
+    )
+    aliases_full_every: int = Field(
+        20,
+        ge=1,
+        description="Every this many runs, resolve every name afresh rather than around what "
+        "changed (refreshes decisions resting on which entities are hubs)",
+    )
     rebalance_gap: float = Field(
         0.005,
         gt=0,

@@ -49,11 +49,12 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from graph.graph_view import GraphView
+from graph.keys import split_relationship_key
 from graph.snapshot_model import SnapshotAlias
 
 # the rule of a surname resolved in one text unit (``UnitAlias``)
@@ -62,6 +63,9 @@ NAMESAKE = "namesake"
 CONNECTORS = frozenset({"of", "for", "and", "on", "the", "de", "du", "des", "la", "le", "&", "in"})
 # another expansion mentioned with the acronym at least this share as often makes it ambiguous
 ACRONYM_MARGIN = 0.5
+# the text units of an acronym its expansions are counted in, at most (chunk ids are hashes:
+# the first ones sorted are a sample)
+ACRONYM_UNITS = 200
 # a related entity of more neighbours than this share of all entities is a hub: no evidence
 HUB_SHARE = 0.005
 # a person mentioned this often is established: a bare surname may mean them without a full
@@ -230,6 +234,166 @@ def resolve(
     the entity keys mentioned in it; ``neighbours``: entity key -> the keys it is related to;
     ``unit_document``: text unit -> its document (a shared surname's unit goes to the one
     person its document names in full)."""
+    idx = NameIndexes.build(entities)
+    return _resolve_scope(
+        set(entities), entities, unit_entities, neighbours, unit_document or {}, idx
+    )
+
+
+@dataclass
+class NameIndexes:
+    """What the rules read of every entity, kept up to date key by key so a run re-resolves
+    only around what changed (``resolve_changed``): the people bearing each name ending, the
+    first words of organisations' and places' names, the keys of each spelling, and how many
+    entities there are."""
+
+    people: dict[str, set[str]] = field(default_factory=dict)  # name ending -> person keys
+    org_words: Counter[str] = field(default_factory=Counter)  # first words, counted
+    buckets: dict[str, set[str]] = field(default_factory=dict)  # spelling -> keys
+    # key -> (type, spelling bucket or "") as indexed, to take a key out when it changes
+    indexed: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, entities: Mapping[str, Named]) -> NameIndexes:
+        made = cls()
+        made.update(entities, entities)
+        return made
+
+    def update(self, entities: Mapping[str, Named], keys: Iterable[str]) -> None:
+        """Re-index ``keys`` as ``entities`` has them now (a key it lacks is taken out)."""
+        for key in keys:
+            old = self.indexed.pop(key, None)
+            if old is not None:
+                self._index(key, *old, -1)
+            e = entities.get(key)
+            if e is not None:
+                entry = (e.type, _bucket(e))
+                self.indexed[key] = entry
+                self._index(key, *entry, 1)
+
+    def _index(self, key: str, type_: str, bucket: str, sign: int) -> None:
+        words = key.split()
+        if type_ == "person":
+            for n in range(1, len(words)):
+                _toggle(self.people, " ".join(words[-n:]), key, sign)
+        elif len(words) > 1:
+            self.org_words[words[0]] += sign
+            if self.org_words[words[0]] <= 0:
+                del self.org_words[words[0]]
+        if bucket:
+            _toggle(self.buckets, bucket, key, sign)
+
+
+def _toggle(index: dict[str, set[str]], at: str, key: str, sign: int) -> None:
+    if sign > 0:
+        index.setdefault(at, set()).add(key)
+        return
+    held = index.get(at)
+    if held is not None:
+        held.discard(key)
+        if not held:
+            del index[at]
+
+
+def _bucket(e: Named) -> str:
+    """The spelling bucket of a key: keys in one bucket are spellings of one name."""
+    if e.type == "geo":
+        return ""
+    if e.type == "person":  # "Ivan F. Boesky" and "Ivan Boesky"
+        words = [w for w in e.key.split() if len(w) > 1]
+        return "person:" + " ".join(words) if len(words) >= 2 else ""
+    letters = acronym_of(e.name)
+    return f"acr:{letters}" if letters else spelling_key(e.key)
+
+
+def resolve_changed(
+    previous: Resolution,
+    changed: Iterable[str],
+    entities: Mapping[str, Named],
+    unit_entities: Mapping[str, Collection[str]],
+    neighbours: Mapping[str, Collection[str]],
+    unit_document: Mapping[str, str],
+    idx: NameIndexes,
+) -> tuple[Resolution, set[str]]:
+    """``previous`` brought up to date after the evidence of the keys ``changed`` moved (their
+    mentions, units, types or relationships), and the keys re-decided. ``idx`` must already
+    index the entities as they are now. Re-decided are the changed keys and every key whose
+    decision rests on one of them: acronyms mentioned beside a changed name, the name endings
+    of a changed person, spellings of a changed key, and the whole groups (old and new) they
+    belong to; every other decision is kept. What this leaves stale rests on the rest of the
+    graph only through a neighbour's degree (which entities are hubs) or the graph's size,
+    which a periodic full resolution refreshes."""
+    canonical_groups: dict[str, set[str]] = defaultdict(set)
+    for alias, m in previous.merges.items():
+        canonical_groups[m.canonical].update((alias, m.canonical))
+    unit_surnames: dict[str, set[str]] = defaultdict(set)
+    for u in previous.unit_aliases.values():
+        unit_surnames[u.canonical].add(u.alias)
+
+    def group(key: str) -> set[str]:
+        merge = previous.merges.get(key)
+        return canonical_groups.get(merge.canonical if merge else key, {key})
+
+    # names several people share: each of their units is decided by what else it mentions,
+    # which any change may have touched, so they are all decided again (a few hundred)
+    scope = {k for k, held in idx.people.items() if len(held) > 1 and k in entities}
+    acronyms: list[tuple[str, str]] | None = None  # (letters, key) of every acronym
+    for key in set(changed):
+        scope |= group(key) | unit_surnames.get(key, set())
+        words = key.split()
+        endings = [" ".join(words[-n:]) for n in range(1, len(words))]
+        e = entities.get(key)
+        if e is None:  # gone, and what it was is not known: any acronym it could expand
+            if acronyms is None:
+                acronyms = [
+                    (b[4:], k) for b, keys in idx.buckets.items() if b[:4] == "acr:" for k in keys
+                ]
+            scope.update(k for letters, k in acronyms if spells(letters, key))
+            scope.update([*endings, words[0]])
+            continue
+        # (an acronym mentioned beside a changed name was itself in the changed text units,
+        # so it is among the changed keys already)
+        if e.type == "person":
+            scope.update(endings)
+        elif len(words) > 1 and acronym_of(e.name) is None:
+            scope.add(words[0])  # a bare name starting an organisation's may be it
+        bucket = idx.indexed.get(key, ("", ""))[1]
+        scope |= idx.buckets.get(bucket, set())
+    for _ in range(4):  # until the groups the new decisions reach are all in scope
+        for key in list(scope):
+            scope |= group(key) | unit_surnames.get(key, set())
+        live = {k for k in scope if k in entities}
+        part = _resolve_scope(live, entities, unit_entities, neighbours, unit_document, idx)
+        reached = {k for m in part.merges.values() for k in (m.alias, m.canonical)}
+        more = {k for k in reached - scope if group(k) != {k}}
+        if not more:
+            break
+        scope |= more
+    merges = {
+        a: m for a, m in previous.merges.items() if a not in scope and m.canonical not in scope
+    }
+    merges.update(part.merges)
+    units = {k: u for k, u in previous.unit_aliases.items() if k[0] not in scope}
+    units.update(part.unit_aliases)
+    # a decision in scope may point at a name merged outside it: point it at that name's end
+    for alias, m in list(merges.items()):
+        if m.canonical in merges:
+            merges[alias] = replace(m, canonical=merges[m.canonical].canonical)
+    for k, u in list(units.items()):
+        if u.canonical in merges:
+            units[k] = replace(u, canonical=merges[u.canonical].canonical)
+    return Resolution(merges, units), scope
+
+
+def _resolve_scope(
+    scope: Collection[str],
+    entities: Mapping[str, Named],
+    unit_entities: Mapping[str, Collection[str]],
+    neighbours: Mapping[str, Collection[str]],
+    unit_document: Mapping[str, str],
+    idx: NameIndexes,
+) -> Resolution:
+    """The decisions about the keys of ``scope`` (each rule looks beyond it for partners)."""
     parent: dict[str, str] = {}
     merges: list[Merge] = []
 
@@ -244,17 +408,17 @@ def resolve(
             parent[ra] = rb
             merges.append(Merge(a, b, rule, evidence, tuple(sorted(units))[:3]))
 
-    _spellings(entities, union)
-    _acronyms(entities, unit_entities, union)
-    surnames = _surnames(entities, neighbours, union)
+    ordered = sorted(scope)
+    _spellings(ordered, entities, idx, union)
+    _acronyms(ordered, entities, unit_entities, union)
+    surnames = _surnames(ordered, entities, neighbours, idx, union)
     groups: dict[str, list[str]] = defaultdict(list)
-    for key in entities:
+    for key in {k for m in merges for k in (m.alias, m.canonical)}:
         groups[find(key)].append(key)
     canonical_of: dict[str, str] = {}
     for members in groups.values():
-        if len(members) > 1:
-            best = max(members, key=lambda k: _descriptive(entities[k]))
-            canonical_of.update({m: best for m in members})
+        best = max(members, key=lambda k: _descriptive(entities[k]))
+        canonical_of.update({m: best for m in members})
     out: dict[str, Merge] = {}
     for m in merges:
         for alias in (m.alias, m.canonical):
@@ -262,7 +426,7 @@ def resolve(
             if alias != target and alias not in out:
                 out[alias] = Merge(alias, target, m.rule, m.evidence, m.units)
     unit_aliases = _unit_surnames(
-        entities, unit_entities, neighbours, surnames, canonical_of, unit_document or {}
+        entities, unit_entities, neighbours, surnames, canonical_of, unit_document
     )
     return Resolution(out, unit_aliases)
 
@@ -272,20 +436,15 @@ def _descriptive(e: Named) -> tuple[bool, bool, int, int, str]:
     return (acronym_of(e.name) is None, words >= 2, e.mentions, words, e.key)
 
 
-def _spellings(entities: Mapping[str, Named], union: _Union) -> None:
-    by_spelling: dict[str, list[str]] = defaultdict(list)
-    for key, e in entities.items():
-        if e.type == "geo":
-            continue
-        if e.type == "person":  # "Ivan F. Boesky" and "Ivan Boesky"
-            words = [w for w in key.split() if len(w) > 1]
-            if len(words) >= 2:
-                by_spelling["person:" + " ".join(words)].append(key)
-            continue
-        letters = acronym_of(e.name)
-        by_spelling[f"acr:{letters}" if letters else spelling_key(key)].append(key)
-    for keys in by_spelling.values():
-        keys.sort(key=lambda k: (-entities[k].mentions, k))
+def _spellings(
+    scope: Sequence[str], entities: Mapping[str, Named], idx: NameIndexes, union: _Union
+) -> None:
+    buckets = {b for k in scope if (b := idx.indexed.get(k, ("", ""))[1])}
+    for bucket in sorted(buckets):
+        keys = sorted(
+            (k for k in idx.buckets.get(bucket, ()) if k in entities),
+            key=lambda k: (-entities[k].mentions, k),
+        )
         for other in keys[1:]:
             union(
                 other,
@@ -296,18 +455,24 @@ def _spellings(entities: Mapping[str, Named], union: _Union) -> None:
 
 
 def _acronyms(
-    entities: Mapping[str, Named], unit_entities: Mapping[str, Collection[str]], union: _Union
+    scope: Sequence[str],
+    entities: Mapping[str, Named],
+    unit_entities: Mapping[str, Collection[str]],
+    union: _Union,
 ) -> None:
-    for key, e in entities.items():
+    for key in scope:
+        e = entities[key]
         letters = acronym_of(e.name)
         if letters is None or e.type == "person":
             continue
         # an expansion is mentioned beside its acronym: the candidates are the unit's names
+        # (of a pseudo-random sample of its units, the same as the unit ids grow: "U.S." is in
+        # thousands, and a sample of them tells its expansion as well)
         together: Counter[str] = Counter(
             x
-            for u in e.units
+            for u in sorted(e.units)[:ACRONYM_UNITS]
             for x in unit_entities.get(u, ())
-            if x != key and entities[x].type not in ("person", "geo")
+            if x != key and x in entities and entities[x].type not in ("person", "geo")
         )
         ranked = [
             (x, n)
@@ -333,21 +498,19 @@ def _acronyms(
 
 
 def _surnames(
-    entities: Mapping[str, Named], neighbours: Mapping[str, Collection[str]], union: _Union
+    scope: Sequence[str],
+    entities: Mapping[str, Named],
+    neighbours: Mapping[str, Collection[str]],
+    idx: NameIndexes,
+    union: _Union,
 ) -> dict[str, list[str]]:
     """Merge a name that ends exactly one person's longer name ("volcker", "de clercq",
     "cavaco silva"); return the names that end several (name -> those people)."""
     hub = max(10, int(HUB_SHARE * len(entities)))
-    people: dict[str, list[str]] = defaultdict(list)
-    for key, e in entities.items():
-        words = key.split()
-        if e.type == "person":
-            for n in range(1, len(words)):
-                people[" ".join(words[-n:])].append(key)
-    # first words of organisations' and places' names: "Ford" may be Ford Motor's
-    org_words = {k.split()[0] for k, x in entities.items() if x.type != "person" and " " in k}
+    people, org_words = idx.people, idx.org_words
     shared: dict[str, list[str]] = {}
-    for key, e in entities.items():
+    for key in scope:
+        e = entities[key]
         if (
             e.type == "geo"
             or key not in people
@@ -442,21 +605,10 @@ def _unit_surnames(
 def view_inputs(
     view: GraphView,
 ) -> tuple[dict[str, Named], dict[str, set[str]], dict[str, set[str]], dict[str, str]]:
-    """What ``resolve`` reads, from a merged graph: the entities, each text unit's entity
-    keys, each entity's neighbours, each text unit's document."""
-    unit_document = {u: t.document_id for u, t in view.text_units.items()}
-    entities = {}
-    for key, agg in view.entities.items():
-        units = frozenset(view.entity_units.get(key, ()))
-        entities[key] = Named(
-            key=key,
-            name=agg.name,
-            type=agg.type,
-            mentions=agg.mention_count,
-            units=units,
-            typed_person=2 * agg.types.count("person") >= max(1, agg.types.total),
-            documents=frozenset(unit_document[u] for u in units if u in unit_document),
-        )
+    """What ``resolve`` reads, from a merged graph, as plain maps: the entities, each text
+    unit's entity keys, each entity's neighbours, each text unit's document."""
+    names = ViewNames(view)
+    entities = {key: names[key] for key in view.entities}
     unit_entities: dict[str, set[str]] = defaultdict(set)
     for key, e in entities.items():
         for u in e.units:
@@ -465,7 +617,133 @@ def view_inputs(
     for r in view.relationships.values():
         neighbours[r.source_key].add(r.target_key)
         neighbours[r.target_key].add(r.source_key)
-    return entities, unit_entities, neighbours, unit_document
+    return entities, unit_entities, neighbours, dict(UnitDocuments(view))
+
+
+class ViewNames(Mapping[str, Named]):
+    """The view's entities as resolution reads them, made on first use (a run that resolves
+    around a few changes reads a few hundred of them)."""
+
+    def __init__(self, view: GraphView) -> None:
+        self.view = view
+        self._made: dict[str, Named] = {}
+
+    def __getitem__(self, key: str) -> Named:
+        made = self._made.get(key)
+        if made is None:
+            agg = self.view.entities[key]
+            units = frozenset(self.view.entity_units.get(key, ()))
+            texts = self.view.text_units
+            made = Named(
+                key=key,
+                name=agg.name,
+                type=agg.type,
+                mentions=agg.mention_count,
+                units=units,
+                typed_person=2 * agg.types.count("person") >= max(1, agg.types.total),
+                documents=frozenset(texts[u].document_id for u in units if u in texts),
+            )
+            self._made[key] = made
+        return made
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.view.entities
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.view.entities)
+
+    def __len__(self) -> int:
+        return len(self.view.entities)
+
+
+class UnitDocuments(Mapping[str, str]):
+    """Text unit id -> its document id, read from the view."""
+
+    def __init__(self, view: GraphView) -> None:
+        self.units = view.text_units
+
+    def __getitem__(self, unit: str) -> str:
+        return self.units[unit].document_id
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.units)
+
+    def __len__(self) -> int:
+        return len(self.units)
+
+
+@dataclass
+class Related:
+    """Each entity key's neighbours (the other ends of its relationships), kept up to date
+    relationship by relationship."""
+
+    near: dict[str, set[str]] = field(default_factory=dict)
+
+    def update(self, view: GraphView, relationship_keys: Iterable[str]) -> set[str]:
+        """Re-read the given relationships; returns the entity keys at their ends."""
+        ends: set[str] = set()
+        for key in relationship_keys:
+            a, b = split_relationship_key(key)
+            ends.update((a, b))
+            if a == b:
+                continue
+            if key in view.relationships:
+                self.near.setdefault(a, set()).add(b)
+                self.near.setdefault(b, set()).add(a)
+            else:
+                _toggle(self.near, a, b, -1)
+                _toggle(self.near, b, a, -1)
+        return ends
+
+
+@dataclass
+class AliasState:
+    """What the community job keeps of alias resolution between runs."""
+
+    indexes: NameIndexes
+    related: Related
+    runs_since_full: int = 0
+
+
+def resolve_view(
+    view: GraphView,
+    previous: Resolution | None,
+    kept: AliasState | None,
+    changed_entities: Collection[str] | None,
+    changed_relationships: Collection[str],
+    *,
+    full_every: int,
+) -> tuple[Resolution, AliasState, int]:
+    """The view's resolution, and the state to keep, and how many keys were re-decided:
+    around what changed (``resolve_changed``) when the previous resolution and state are
+    kept and what changed is known, else (and every ``full_every``-th run) afresh."""
+    names = ViewNames(view)
+    docs = UnitDocuments(view)
+    full = (
+        previous is None
+        or kept is None
+        or changed_entities is None
+        or kept.runs_since_full + 1 >= full_every
+    )
+    if full:
+        related = Related()
+        related.update(view, view.relationships)
+        idx = NameIndexes.build(names)
+        resolution = _resolve_scope(
+            set(view.entities), names, view.unit_entities, related.near, docs, idx
+        )
+        return resolution, AliasState(idx, related), len(view.entities)
+    assert previous is not None and kept is not None and changed_entities is not None
+    keys = set(changed_entities) | kept.related.update(view, changed_relationships)
+    idx = kept.indexes
+    was = {b for k in keys if (b := idx.indexed.get(k, ("", ""))[1])}
+    idx.update(names, keys)
+    keys.update(k for b in was for k in idx.buckets.get(b, ()))  # the spellings it had
+    resolution, scope = resolve_changed(
+        previous, keys, names, view.unit_entities, kept.related.near, docs, kept.indexes
+    )
+    kept.runs_since_full += 1
+    return resolution, kept, sum(k in view.entities for k in scope)
 
 
 def alias_changes(before: Resolution | None, after: Resolution) -> list[AliasChange]:

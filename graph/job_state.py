@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from graph.aliases import Resolution
+from graph.aliases import AliasState, Resolution
 from graph.cluster_input import ClusterInput
 from graph.community_ids import HumanIds, Labelled
 from graph.evidence import EvidenceIndex, ReportBasis
@@ -64,6 +64,8 @@ class JobState:
     # which keys name one thing (graph.aliases), as the last run resolved them; None: never
     # resolved (the next run resolves the whole graph and reports every merge as made)
     resolution: Resolution | None = None
+    # the indexes resolution reads, kept up to date run by run; None: built by the next run
+    aliases: AliasState | None = None
 
 
 @dataclass(frozen=True, slots=True)

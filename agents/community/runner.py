@@ -33,7 +33,7 @@ from core.children import die_with_parent
 from core.graph_tables import GraphTables, open_graph_store
 from core.settings import Settings
 from core.tokenizer import count_tokens, get_encoding
-from graph.aliases import AliasChange, alias_changes, alias_rows, resolve, view_inputs
+from graph.aliases import AliasChange, Resolution, alias_changes, alias_rows, resolve_view
 from graph.community_run import (
     RunParams,
     assign_record_ids,
@@ -323,7 +323,17 @@ class Runner:
         )
         t = self._tick("record_ids", t)
         # which keys name one thing: before clustering, which glues aliases to their names
-        resolution = resolve(*view_inputs(view))
+        since = _with_absorbed(touched, view.touched_so_far())
+        resolution, state.aliases, decided = Resolution(), None, 0
+        if self.settings.community.resolve_aliases:
+            resolution, state.aliases, decided = resolve_view(
+                view,
+                state.resolution,
+                state.aliases,
+                None if since is None else since.entities,
+                () if since is None else {s[2:] for s in since.slots if s.startswith("r:")},
+                full_every=self.settings.community.aliases_full_every,
+            )
         aliased = alias_changes(state.resolution, resolution)
         state.resolution = resolution
         t = self._tick("aliases", t)
@@ -385,6 +395,7 @@ class Runner:
                 "merged": len(resolution.merges),
                 "per_unit": len(resolution.unit_aliases),
                 "changed": len(aliased),
+                "keys_decided": decided,
             },
             "timings": self.timings,
             "regenerated": len(regenerated),

@@ -74,6 +74,8 @@ def upgrade_state(state: JobState) -> JobState:
         state.labelled = None  # the next run matches every community
     if not hasattr(state, "resolution"):
         state.resolution = None  # the next run resolves the whole graph
+    if not hasattr(state, "aliases"):
+        state.aliases = None
     if "touched" not in vars(state.view):
         state.view.touched = None  # not known: the next run plans every community
     if "unit_entities" not in vars(state.view):

@@ -1,0 +1,92 @@
+"""Resolving around what changed (``graph.aliases.resolve_view`` with the kept state) decides
+as resolving the whole graph afresh does, change after change: acronyms introduced and
+retracted, spellings, surnames of one person and of several, entities and relationships
+deleted."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from graph.aliases import AliasState, Resolution, resolve_view
+from graph.graph_changes import GraphChange
+from graph.model import Chunk, ChunkExtraction, EntityMention, RelationshipMention
+from tests.unit.test_community_run import World
+
+NAMES = [
+    ("Orion Trade Council", "organization"),
+    ("OTC", "organization"),
+    ("Vega Savings Bank", "organization"),
+    ("Vega Savings Banks", "organization"),
+    ("VSB", "organization"),
+    ("Lyra Labour Party", "organization"),
+    ("Lyra Labor Party", "organization"),
+    ("LLP", "organization"),
+    ("Teodor Vasquell", "person"),
+    ("Vasquell", "person"),
+    ("James Baker", "person"),
+    ("Howard Baker", "person"),
+    ("Baker", "person"),
+    ("Porvane", "geo"),
+]
+
+
+class Newsroom(World):
+    def tell(self, doc_id: str, names: list[tuple[str, str]], edges: list[tuple[str, str]]) -> None:
+        """One document of one chunk naming ``names`` (name, type) related by ``edges``."""
+        self.chunks += 1
+        text = " ".join(n for n, _ in names)
+        chunk = Chunk(f"chunk-{self.chunks}", doc_id, doc_id, "1987-03-02T09:00:00Z", 0, text, 9)
+        extraction = ChunkExtraction(
+            chunk,
+            tuple(EntityMention(n, t, f"{n} was named.", chunk.id) for n, t in names),
+            tuple(RelationshipMention(a, b, f"{a} and {b}.", 1.0, chunk.id) for a, b in edges),
+        )
+        self.view.apply({"id": doc_id, "title": doc_id, "text": text, "published_at": "1987-03-02"})
+        self.absorb(extraction)
+
+
+def step(world: Newsroom, rng: random.Random, i: int) -> None:
+    view = world.view
+    roll = rng.random()
+    if roll < 0.8 or not view.entities:
+        names = rng.sample(NAMES, rng.randint(1, 4))
+        edges = [(a[0], b[0]) for a, b in itertools.pairwise(names)]
+        world.tell(f"doc-{i % 9}" if rng.random() < 0.3 else f"doc-{i}", names, edges)
+    elif roll < 0.9:
+        gone = rng.choice(sorted(view.entities))
+        view.apply(GraphChange(f"chunk-x{i}", "doc-x", True, deleted_entities=(gone,)))
+    elif view.relationships:
+        gone = rng.choice(sorted(view.relationships))
+        view.apply(GraphChange(f"chunk-x{i}", "doc-x", True, deleted_relationships=(gone,)))
+
+
+def decisions(res: Resolution) -> tuple[dict[str, str], dict[tuple[str, str], str]]:
+    return (
+        {a: m.canonical for a, m in res.merges.items()},
+        {k: u.canonical for k, u in res.unit_aliases.items()},
+    )
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_resolving_around_changes_decides_as_resolving_afresh(seed: int) -> None:
+    rng = random.Random(seed)
+    world = Newsroom()
+    resolution: Resolution | None = None
+    kept: AliasState | None = None
+    merged = 0
+    for i in range(80):
+        step(world, rng, i)
+        touched = world.view.take_touched()
+        assert touched is not None
+        rels = {s[2:] for s in touched.slots if s.startswith("r:")}
+        resolution, kept, decided = resolve_view(
+            world.view, resolution, kept, touched.entities, rels, full_every=10**6
+        )
+        afresh, _, _ = resolve_view(world.view, None, None, None, (), full_every=1)
+        assert decisions(resolution) == decisions(afresh), f"step {i}"
+        assert i == 0 or decided <= len(world.view.entities)
+        merged += len(resolution.merges) + len(resolution.unit_aliases)
+    assert merged, "the sequence never merged anything"
