@@ -61,7 +61,7 @@ from bench.results_io import (
 from bench.synthetic import Corpus
 from bench.warm_state import Warm
 from core.settings import Settings
-from graph.community_run import clustering_graph
+from graph.community_run import clustering_graph, whole_aliases
 from graph.job_state import JobState
 from graph.leiden import frontier_nodes, hierarchical_leiden
 
@@ -134,7 +134,7 @@ def change_run(
             w.folder.add(doc)
         settings = settings_for(work / f"try{i}")
         assert w.state.hierarchy is not None
-        graph = clustering_graph(w.state.view)
+        graph = clustering_graph(w.state.view, whole_aliases(w.state))
         cfg = settings.community
         frontier = frontier_nodes(graph, w.state.hierarchy, cfg.frontier_tolerance)
         result, wall = asyncio.run(job_run(settings, w.state))
@@ -178,7 +178,7 @@ def drift(warm: Warm, corpus: Corpus, n: int, steps: int, work: Path) -> list[di
         result, wall = asyncio.run(job_run(settings, w.state))
         assert w.state.hierarchy is not None
         scratch = hierarchical_leiden(
-            clustering_graph(w.state.view),
+            clustering_graph(w.state.view, whole_aliases(w.state)),
             max_cluster_size=cfg.max_cluster_size,
             seed=cfg.seed,
         )

@@ -55,7 +55,7 @@ from core.settings import CommunitySettings, LLMSettings, Settings, load_setting
 from core.snapshot_store import SnapshotStore
 from core.tokenizer import ensure_offline_bpe, get_encoding
 from graph.chunking import chunk_document
-from graph.community_run import clustering_graph
+from graph.community_run import clustering_graph, whole_aliases
 from graph.evidence import RegenerationPlan
 from graph.graph_view import GraphView
 from graph.job_state import JobState
@@ -219,9 +219,9 @@ def drift_tolerance_what_if(
 # ---- partition quality --------------------------------------------------------------------------
 
 
-def job_graph(view: GraphView) -> Any:
-    """The graph ``graph.community_run.cluster`` clusters."""
-    return clustering_graph(view)
+def job_graph(view: GraphView, state: JobState) -> Any:
+    """The graph ``graph.community_run.cluster`` clusters (alias glue included)."""
+    return clustering_graph(view, whole_aliases(state))
 
 
 def memberships(h: Hierarchy, nodes: tuple[str, ...]) -> tuple[list[int], list[int]]:
@@ -301,7 +301,7 @@ async def bench(data: Path, n_base: int, n_added: int) -> dict[str, Any]:
     unreflected = [r.unreflected for r in snap.community_reports]
     print(f"+{n_added} run: {inc['regenerated']}/{inc['communities']} in {inc_s:.1f}s")
 
-    graph = job_graph(view)
+    graph = job_graph(view, state)
     assert state.hierarchy is not None
     t = time.monotonic()
     scratch = hierarchical_leiden(

@@ -274,6 +274,12 @@ class CommunitySettings(BaseModel):
         description="Resolve which entity names are one thing (acronyms, spellings, "
         "surnames; the aliases table) and cluster them together",
     )
+    confirm_aliases: int = Field(
+        20,
+        ge=0,
+        description="In LLM mode, alias decisions resting on weak evidence the model is asked "
+        "to confirm per run, at most (each once; the rest wait for later runs); 0: never ask",
+    )
     aliases_full_every: int = Field(
         20,
         ge=1,

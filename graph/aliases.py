@@ -90,7 +90,13 @@ class _Union(Protocol):
     """How a rule records that two keys are one thing."""
 
     def __call__(
-        self, a: str, b: str, rule: str, evidence: str, units: Iterable[str] = ()
+        self,
+        a: str,
+        b: str,
+        rule: str,
+        evidence: str,
+        units: Iterable[str] = (),
+        certain: bool = True,
     ) -> None: ...
 
 
@@ -116,6 +122,9 @@ class Merge:
     rule: str  # "acronym", "spelling" or "surname"
     evidence: str  # in words, for the audit trail
     units: tuple[str, ...] = ()  # text units showing both, a few
+    # False when the rule rests on weak evidence (one joint mention, a shared neighbour):
+    # in LLM mode the community job may ask the model to confirm it
+    certain: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +135,7 @@ class UnitAlias:
     unit: str
     canonical: str
     evidence: str
+    certain: bool = True  # see ``Merge.certain``
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,11 +412,13 @@ def _resolve_scope(
             k = parent[k]
         return k
 
-    def union(a: str, b: str, rule: str, evidence: str, units: Iterable[str] = ()) -> None:
+    def union(
+        a: str, b: str, rule: str, evidence: str, units: Iterable[str] = (), certain: bool = True
+    ) -> None:
         ra, rb = find(a), find(b)
         if ra != rb:
             parent[ra] = rb
-            merges.append(Merge(a, b, rule, evidence, tuple(sorted(units))[:3]))
+            merges.append(Merge(a, b, rule, evidence, tuple(sorted(units))[:3], certain))
 
     ordered = sorted(scope)
     _spellings(ordered, entities, idx, union)
@@ -424,7 +436,7 @@ def _resolve_scope(
         for alias in (m.alias, m.canonical):
             target = canonical_of.get(alias, alias)
             if alias != target and alias not in out:
-                out[alias] = Merge(alias, target, m.rule, m.evidence, m.units)
+                out[alias] = Merge(alias, target, m.rule, m.evidence, m.units, m.certain)
     unit_aliases = _unit_surnames(
         entities, unit_entities, neighbours, surnames, canonical_of, unit_document
     )
@@ -494,6 +506,7 @@ def _acronyms(
             f"{e.name!r} spells the initials of {entities[best].name!r}, mentioned together "
             f"in {n} text unit(s)",
             e.units & entities[best].units,
+            certain=n >= 2,
         )
 
 
@@ -541,6 +554,7 @@ def _surnames(
             person,
             "surname",
             f"{e.name!r} ends the name of the only person {entities[person].name!r}; {why}",
+            certain=bool(together),
         )
     return shared
 
@@ -598,6 +612,7 @@ def _unit_surnames(
                     f"the unit's entities are related to {entities[person].name!r} "
                     f"(weight {best}), to another person named {entities[surname].name!r} "
                     f"at most {second}",
+                    certain=False,
                 )
     return out
 
@@ -744,6 +759,33 @@ def resolve_view(
     )
     kept.runs_since_full += 1
     return resolution, kept, sum(k in view.entities for k in scope)
+
+
+def decision_id(alias: str, canonical: str, unit: str | None = None) -> str:
+    """How a verdict on one decision is kept: the names and, for one text unit, the unit."""
+    return f"{alias}\t{unit or ''}\t{canonical}"
+
+
+def uncertain(res: Resolution) -> list[Merge | UnitAlias]:
+    """The decisions resting on weak evidence, whole merges first."""
+    return [
+        *(m for _, m in sorted(res.merges.items()) if not m.certain),
+        *(u for _, u in sorted(res.unit_aliases.items()) if not u.certain),
+    ]
+
+
+def confirmed(res: Resolution | None, rejected: Collection[str]) -> Resolution | None:
+    """``res`` without the decisions a model rejected (``decision_id``s in ``rejected``)."""
+    if res is None or not rejected:
+        return res
+    return Resolution(
+        {a: m for a, m in res.merges.items() if decision_id(a, m.canonical) not in rejected},
+        {
+            k: u
+            for k, u in res.unit_aliases.items()
+            if decision_id(u.alias, u.canonical, u.unit) not in rejected
+        },
+    )
 
 
 def alias_changes(before: Resolution | None, after: Resolution) -> list[AliasChange]:

@@ -82,7 +82,7 @@ def clustering_graph(view: GraphView, aliases: Mapping[str, str] | None = None) 
 
 def whole_aliases(state: JobState) -> dict[str, str]:
     """Alias key -> canonical key of the keys the job's alias resolution merged whole."""
-    resolution = getattr(state, "resolution", None)
+    resolution = state.names_resolved()
     if resolution is None:
         return {}
     return {alias: m.canonical for alias, m in resolution.merges.items()}

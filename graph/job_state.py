@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from graph.aliases import AliasState, Resolution
+from graph.aliases import AliasState, Resolution, confirmed
 from graph.cluster_input import ClusterInput
 from graph.community_ids import HumanIds, Labelled
 from graph.evidence import EvidenceIndex, ReportBasis
@@ -66,6 +66,13 @@ class JobState:
     resolution: Resolution | None = None
     # the indexes resolution reads, kept up to date run by run; None: built by the next run
     aliases: AliasState | None = None
+    # the model's verdicts on uncertain alias decisions (graph.aliases.decision_id -> same)
+    alias_verdicts: dict[str, bool] = field(default_factory=dict)
+
+    def names_resolved(self) -> Resolution | None:
+        """The resolution in force: the last run's, less the decisions a model rejected."""
+        rejected = {k for k, same in self.alias_verdicts.items() if not same}
+        return confirmed(self.resolution, rejected)
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,7 +94,7 @@ def assemble(
         rows["text_units"],
         rows["documents"],
         rows["claims"],
-        alias_rows(view, state.resolution),
+        alias_rows(view, state.names_resolved()),
     )
 
 

@@ -49,6 +49,7 @@ TASK_MARKERS: dict[str, str] = {
     "global_reduce_system": "TASK: REDUCE ANALYST REPORTS",
     "community_rating": "TASK: RATE REPORT RELEVANCE",
     "question_generation": "TASK: GENERATE QUESTIONS",
+    "confirm_alias": "TASK: CONFIRM AN ALIAS",
 }
 PROMPT_NAMES: tuple[str, ...] = tuple(TASK_MARKERS)
 
@@ -281,6 +282,27 @@ def render_global_reduce_system(
 
 def render_community_rating(lib: PromptLibrary, *, question: str, report_text: str) -> str:
     return lib.render("community_rating", question=question, report_text=report_text)
+
+
+class AliasVerdict(BaseModel):
+    """The answer to ``confirm_alias``."""
+
+    same: bool
+    reason: str = ""
+
+
+def render_confirm_alias(
+    lib: PromptLibrary, *, alias: str, canonical: str, evidence: str, passages: Sequence[str]
+) -> str:
+    """Ask whether two names the alias rules matched name one entity (``graph.aliases``)."""
+    body = "\n\n".join(f"[{i}] {p.strip()}" for i, p in enumerate(passages, 1))
+    return lib.render(
+        "confirm_alias",
+        alias=alias,
+        canonical=canonical,
+        evidence=evidence,
+        passages=body or "(none)",
+    )
 
 
 def render_question_generation(

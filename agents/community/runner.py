@@ -33,7 +33,17 @@ from core.children import die_with_parent
 from core.graph_tables import GraphTables, open_graph_store
 from core.settings import Settings
 from core.tokenizer import count_tokens, get_encoding
-from graph.aliases import AliasChange, Resolution, alias_changes, alias_rows, resolve_view
+from graph.aliases import (
+    AliasChange,
+    Merge,
+    Resolution,
+    UnitAlias,
+    alias_changes,
+    alias_rows,
+    decision_id,
+    resolve_view,
+    uncertain,
+)
 from graph.community_run import (
     RunParams,
     assign_record_ids,
@@ -334,8 +344,10 @@ class Runner:
                 () if since is None else {s[2:] for s in since.slots if s.startswith("r:")},
                 full_every=self.settings.community.aliases_full_every,
             )
-        aliased = alias_changes(state.resolution, resolution)
+        in_force = state.names_resolved()
         state.resolution = resolution
+        await self._confirm_aliases(resolution)
+        aliased = alias_changes(in_force, state.names_resolved() or Resolution())
         t = self._tick("aliases", t)
         hierarchy, stable, drift = cluster(
             view, state, self.params, _with_absorbed(touched, view.touched_so_far())
@@ -579,7 +591,7 @@ class Runner:
         rows["communities"], rows["community_reports"] = community_tables(
             view, state, communities, derived=False
         )
-        rows["aliases"] = alias_rows(view, state.resolution)
+        rows["aliases"] = alias_rows(view, state.names_resolved())
         self.timings["snapshot_assemble"] = round(time.monotonic() - started, 3)
         store.last_maintain_s = 0.0
         written = store.write_rows(
@@ -719,6 +731,56 @@ class Runner:
                     )
                 )
         return out
+
+    async def _confirm_aliases(self, resolution: Resolution) -> None:
+        """In LLM mode, ask the model about decisions resting on weak evidence it has not
+        judged yet (at most ``community.confirm_aliases`` a run; the rest wait for the next
+        runs). A refused or unreadable answer leaves the decision standing, unjudged."""
+        limit = self.settings.community.confirm_aliases
+        verdicts = self.state.alias_verdicts
+        if self.writers.mode != "llm" or limit <= 0:
+            return
+        asks = []
+        for d in uncertain(resolution):
+            unit = d.unit if isinstance(d, UnitAlias) else None
+            ident = decision_id(d.alias, d.canonical, unit)
+            if ident not in verdicts:
+                asks.append((ident, d, unit))
+            if len(asks) >= limit:
+                break
+        view = self.state.view
+
+        def passages(d: Merge | UnitAlias, unit: str | None) -> list[str]:
+            if unit is not None:
+                units = [unit]
+            elif isinstance(d, Merge) and d.units:
+                units = list(d.units)
+            else:  # no unit names both: one of each
+                units = [
+                    min(view.entity_units.get(k, ()), default="") for k in (d.alias, d.canonical)
+                ]
+            return [view.text_units[u].text for u in units if u in view.text_units]
+
+        def name(key: str) -> str:
+            return view.entities[key].name if key in view.entities else key
+
+        answers = await asyncio.gather(
+            *(
+                self.writers.confirm_alias(
+                    name(d.alias), name(d.canonical), d.evidence, passages(d, unit)
+                )
+                for _, d, unit in asks
+            )
+        )
+        for (ident, _, _), same in zip(asks, answers, strict=True):
+            if same is not None:
+                verdicts[ident] = same
+        live = {
+            decision_id(d.alias, d.canonical, d.unit if isinstance(d, UnitAlias) else None)
+            for d in uncertain(resolution)
+        }
+        for ident in [k for k in verdicts if k not in live]:
+            del verdicts[ident]  # decided otherwise now: a verdict on it is moot
 
     def _alias_events(self, changes: Sequence[AliasChange], version: int) -> list[dict[str, Any]]:
         """An audit event per merge made or undone, with its evidence, on the lineage stream;

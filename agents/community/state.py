@@ -76,6 +76,8 @@ def upgrade_state(state: JobState) -> JobState:
         state.resolution = None  # the next run resolves the whole graph
     if not hasattr(state, "aliases"):
         state.aliases = None
+    if not hasattr(state, "alias_verdicts"):
+        state.alias_verdicts = {}
     if "touched" not in vars(state.view):
         state.view.touched = None  # not known: the next run plans every community
     if "unit_entities" not in vars(state.view):

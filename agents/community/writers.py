@@ -36,15 +36,19 @@ from graph.summaries import SummaryPolicy, SummaryRequest, join_descriptions
 from offline.report import write_offline_report
 from offline.summary import summarize_descriptions
 from prompts import (
+    AliasVerdict,
     BatchedReport,
     CommunityReportResponse,
     PromptLibrary,
     render_community_report,
     render_community_reports,
+    render_confirm_alias,
     render_summarize_descriptions,
 )
 
 log = logging.getLogger(__name__)
+# characters of each passage an alias confirmation shows (a chunk is ~1,200 tokens)
+PASSAGE_CHARS = 1500
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +89,11 @@ class OfflineWriters:
 
     async def reports(self, jobs: Sequence[ReportJob]) -> list[Outcome]:
         return [Written(write_offline_report(c, x).as_dict(), "offline") for c, x in jobs]
+
+    async def confirm_alias(
+        self, alias: str, canonical: str, evidence: str, passages: Sequence[str]
+    ) -> bool | None:
+        return None  # no model to ask: the rules' decision stands
 
     async def aclose(self) -> None:
         return None
@@ -219,6 +228,33 @@ class LLMWriters:
             await self.llm.forget(messages, json_mode=True)
             log.info("shared report call: %d of %d reports usable", len(found), len(jobs))
         return [found.get(i) for i in ids]
+
+    # ---- aliases ----
+
+    async def confirm_alias(
+        self, alias: str, canonical: str, evidence: str, passages: Sequence[str]
+    ) -> bool | None:
+        """Whether the model reads two names the alias rules matched as one entity; None when
+        it refused or its answer did not parse (the decision stays unjudged)."""
+        prompt = render_confirm_alias(
+            self.prompts,
+            alias=alias,
+            canonical=canonical,
+            evidence=evidence,
+            passages=[p[:PASSAGE_CHARS] for p in passages[:3]],
+        )
+        messages = [{"role": "user", "content": prompt}]
+        try:
+            result = await self._chat(messages, "confirm_alias", json_mode=True)
+        except LLMError as e:
+            log.info("alias %r = %r not confirmed: %s", alias, canonical, e.reason)
+            return None
+        try:
+            return AliasVerdict.model_validate_json(result.text).same
+        except ValidationError:
+            await self.llm.forget(messages, json_mode=True)
+            log.info("alias %r = %r: the answer did not parse", alias, canonical)
+            return None
 
     async def aclose(self) -> None:
         if self.owns_llm:

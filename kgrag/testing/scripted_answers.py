@@ -18,6 +18,7 @@ import math
 from typing import Any
 
 from kgrag.testing.scripted_contexts import (
+    answer_confirm_alias,
     answer_map,
     answer_questions,
     answer_rating,
@@ -91,6 +92,8 @@ def answer(kind: str, messages: list[dict[str, Any]]) -> str:
             return answer_rating(last)
         case "question_generation":
             return answer_questions(last)
+        case "confirm_alias":
+            return answer_confirm_alias(last)
     return "OK."
 
 

@@ -281,6 +281,27 @@ def answer_rating(prompt: str) -> str:
     return json.dumps({"rating": min(5, overlap), "reason": f"{overlap} words in common"})
 
 
+def answer_confirm_alias(prompt: str) -> str:
+    """Strict about the alias prompt: both names, the evidence and at least one passage, and
+    the answer's JSON shape asked for; says "same" when a passage names both (the shorter
+    name's words all inside one passage that holds the longer name), else not."""
+    fields = {}
+    for label in ("Name A:", "Name B:", "Why they were matched:"):
+        found = last_labelled(prompt, label)
+        if not found or not found[1].strip():
+            raise RequestRejected(f"an alias confirmation without {label!r}")
+        fields[label] = found[1].strip()
+    if "\nPassages:\n[1] " not in prompt:
+        raise RequestRejected("an alias confirmation without numbered passages")
+    if '{"same": true, "reason":' not in prompt:
+        raise RequestRejected("an alias confirmation that does not ask for its JSON answer")
+    a, b = sorted((fields["Name A:"].lower(), fields["Name B:"].lower()), key=len)
+    passages = prompt.split("\nPassages:\n", 1)[1].lower().split("\n[")
+    same = any(b in p and all(w in p for w in a.split()) for p in passages)
+    why = "a passage names both" if same else "no passage names both"
+    return json.dumps({"same": same, "reason": why})
+
+
 def answer_questions(prompt: str) -> str:
     count_at = last_labelled(prompt, "Number of questions:")
     count = int(count_at[1]) if count_at and count_at[1].isascii() and count_at[1].isdigit() else 3

@@ -4,21 +4,33 @@ publishes an audit event per merge made or undone, and the query index reads thr
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from agents.community.runner import Runner
+from core.errors import LLMError
 from core.graph_tables import open_graph_store
-from graph.aliases import Merge, Resolution, UnitAlias, alias_changes
+from graph.aliases import Merge, Resolution, UnitAlias, alias_changes, decision_id
 from graph.graph_changes import GraphChange
+from graph.job_state import JobState
 from graph.keys import entity_key
+from graph.protocols import ChatResult
 from graph.snapshot_model import SnapshotAlias
 from graph.snapshots import snapshot_from_tables, snapshot_to_tables
+from kgrag.testing.scripted_answers import answer, classify
+from kgrag.testing.scripted_text import RequestRejected
+from prompts import PromptLibrary, render_confirm_alias
 from query.api.views import entity_view
 from query.context import LocalContextConfig, named_in_window
 from query.index import QueryIndex
 from query.index_update import follow
 from query.time_window import TimeWindow
-from tests.unit.test_community_run import World, steady_job
+from tests.unit.test_community_run import World, base_world, settings_for, steady_job
 from tests.unit.test_index_update import assert_same
 from tests.unit.test_snapshots import make_snapshot
 
@@ -159,3 +171,90 @@ def test_snapshots_keep_aliases_and_read_older_ones_without() -> None:
     assert snapshot_from_tables(tables) == with_aliases
     assert "aliases.jsonl" not in snapshot_to_tables(snap)  # as written before aliases
     assert snapshot_from_tables(snapshot_to_tables(snap)).aliases == ()
+
+
+class StrictModel:
+    """The scripted test LLM's answers in process (``kgrag.testing.scripted_answers``): a
+    prompt it does not accept is refused as the server refuses it (HTTP 400)."""
+
+    def __init__(self, verdict: bool | None = None) -> None:
+        self.verdict = verdict  # the alias verdict to give instead of the scripted one
+        self.prompts: dict[str, list[str]] = {}
+
+    async def chat(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        json_mode: bool = False,
+        max_tokens: int | None = None,
+        purpose: str = "chat",
+    ) -> ChatResult:
+        kind = classify(list(messages))
+        self.prompts.setdefault(kind, []).append(messages[-1]["content"])
+        try:
+            text = answer(kind, list(messages))
+        except RequestRejected as e:
+            raise LLMError(f"HTTP 400: {e}", retryable=False) from e
+        if kind == "confirm_alias" and self.verdict is not None:
+            text = json.dumps({"same": self.verdict, "reason": "scripted"})
+        return ChatResult(text)
+
+    async def forget(self, messages: Sequence[dict[str, str]], **kw: Any) -> bool:
+        return False
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def llm_run(tmp_path: Path, model: StrictModel) -> tuple[World, Any]:
+    world = base_world()
+    settings = settings_for(tmp_path)
+    state = JobState(view=world.view)
+    await Runner(settings, state, llm=model, write_vectors=False).run()
+    introduce_otc(world)  # one joint mention: an uncertain acronym
+    result = await Runner(settings, state, llm=model, write_vectors=False).run()
+    return world, (settings, state, result)
+
+
+async def test_in_llm_mode_an_uncertain_alias_is_confirmed_by_the_model(tmp_path: Path) -> None:
+    model = StrictModel()
+    _, (_, state, result) = await llm_run(tmp_path, model)
+    [prompt] = model.prompts["confirm_alias"]
+    assert "Name A: OTC" in prompt and "Name B: Orion Trade Council" in prompt
+    assert "The Orion Trade Council (OTC) met on Monday." in prompt  # the passage both share
+    assert [e["alias"] for e in result["events"] if e["kind"] == "aliased"] == ["otc"]
+    assert state.alias_verdicts == {decision_id("otc", OTC): True}
+
+
+async def test_an_alias_the_model_rejects_is_not_made_and_not_asked_again(
+    tmp_path: Path,
+) -> None:
+    model = StrictModel(verdict=False)
+    world, (settings, state, result) = await llm_run(tmp_path, model)
+    assert not [e for e in result["events"] if e["kind"] == "aliased"]
+    assert "otc" in state.resolution.merges  # the rules' decision, kept to be judged once
+    assert state.names_resolved() is not None and "otc" not in state.names_resolved().merges
+    assert open_graph_store(settings).load().aliases == ()
+    world.say("doc-quiet", [("OTC", "OTC met again.")])
+    await Runner(settings, state, llm=model, write_vectors=False).run()
+    assert len(model.prompts["confirm_alias"]) == 1
+
+
+def test_the_scripted_model_refuses_a_malformed_alias_prompt() -> None:
+    lib = PromptLibrary(None)
+    good = render_confirm_alias(
+        lib, alias="OTC", canonical="Orion Trade Council", evidence="x", passages=["OTC met."]
+    )
+    messages = [{"role": "user", "content": good}]
+    assert classify(messages) == "confirm_alias"
+    assert json.loads(answer("confirm_alias", messages)) == {
+        "same": False,
+        "reason": "no passage names both",
+    }
+    for broken in (
+        good.replace("Name B: Orion Trade Council", "Name B:"),
+        good.replace("[1] OTC met.", ""),
+        good.split("Return a single JSON object")[0],
+    ):
+        with pytest.raises(RequestRejected):
+            answer("confirm_alias", [{"role": "user", "content": broken}])
