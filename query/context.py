@@ -153,7 +153,7 @@ async def select_entities(
         key = index.aliases.resolve(hit.key)
         if hit.key not in index.entities or key not in index.entities:
             skipped += 1
-        elif key not in chosen and (not window.bounded or entity_mentions(index, key, window) > 0):
+        elif key not in chosen and _in_window(index, key, window):
             chosen.append(key)
     return chosen[: config.top_k_entities], skipped
 
@@ -173,11 +173,15 @@ def named_in_window(
     )
     # a name resolved to another ("IMF") stands for the entity it names
     resolved = dict.fromkeys(index.aliases.resolve(k) for k in named if k in index.entities)
-    return [
-        k
-        for k in resolved
-        if k in index.entities and (not window.bounded or entity_mentions(index, k, window) > 0)
-    ]
+    return [k for k in resolved if k in index.entities and _in_window(index, k, window)]
+
+
+def _in_window(index: QueryIndex, key: str, window: TimeWindow) -> bool:
+    """Whether the entity is mentioned in the window under any of its names."""
+    if not window.bounded:
+        return True
+    names = [key, *(r.alias for r in index.aliases.whole(key))]
+    return any(entity_mentions(index, k, window) > 0 for k in names)
 
 
 def question_beyond_names(question: str, named: Sequence[str], index: QueryIndex) -> str:

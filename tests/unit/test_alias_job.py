@@ -79,6 +79,8 @@ async def test_a_run_resolves_an_acronym_audits_it_and_writes_the_table(tmp_path
     world.say("doc-quiet", [("Vega A 2", "Vega A 2 opened a branch.")])
     again = await job.run(world.view)
     assert not [e for e in again["events"] if e["kind"] in ("aliased", "unaliased")]
+    # resolved around the change, not afresh
+    assert 0 < again["aliases"]["keys_decided"] < len(world.view.entities) / 2
 
     # the evidence retracted (the full name is gone from the graph): the merge is undone
     world.view.apply(GraphChange("chunk-x", "doc-x", True, deleted_entities=(OTC,)))
