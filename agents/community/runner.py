@@ -334,9 +334,9 @@ class Runner:
         t = self._tick("record_ids", t)
         # which keys name one thing: before clustering, which glues aliases to their names
         since = _with_absorbed(touched, view.touched_so_far())
-        resolution, kept, decided = Resolution(), None, 0
+        resolution, alias_state, decided = Resolution(), None, 0
         if self.settings.community.resolve_aliases:
-            resolution, kept, decided = resolve_view(
+            resolution, alias_state, decided = resolve_view(
                 view,
                 state.resolution,
                 state.aliases,
@@ -344,7 +344,7 @@ class Runner:
                 () if since is None else {s[2:] for s in since.slots if s.startswith("r:")},
                 full_every=self.settings.community.aliases_full_every,
             )
-        state.aliases = kept
+        state.aliases = alias_state
         in_force = state.names_resolved()
         state.resolution = resolution
         await self._confirm_aliases(resolution)
