@@ -54,7 +54,7 @@ from bench.results_io import (
     write_result,
 )
 from core.settings import Settings
-from graph.aliases import Named, Resolution, resolve_view, view_inputs
+from graph.aliases import PROPOSED, Named, Resolution, confirmed, resolve_view, view_inputs
 from graph.graph_view import GraphView
 from graph.keys import entity_key
 from graph.local_merge import LocalMerger
@@ -258,6 +258,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             }
         )
     entities, _, _, _ = view_inputs(view)
+    proposed = sum(m.rule in PROPOSED for m in res.merges.values())
+    res = confirmed(res, {}) or res  # in force offline: no proposal is made
     orgs = score_orgs(entities, res)
     people = score_people(articles, view, entities, res)
     by_rule: dict[str, int] = defaultdict(int)
@@ -269,6 +271,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "merges": len(res.merges),
         "merges_by_rule": dict(by_rule),
         "unit_aliases": len(res.unit_aliases),
+        "proposals_left_for_a_model": proposed,
         "seconds": {"graph": round(built_s, 1), "resolve_whole_graph": round(first_s, 2)},
         "incremental": runs,
         **orgs,

@@ -40,6 +40,17 @@ Rules, each with the evidence it records (``Merge``):
   (``UnitAlias``), and stays unresolved otherwise. Two people who share a surname are never
   merged with each other.
 
+* **variant** (proposals only, ``PROPOSED``): a name qualified by a place and the name it
+  qualifies ("U.S. Federal Reserve", "Federal Reserve"), mentioned in one document, and a
+  clipped name and the organisation whose first word it starts ("Fed", "Federal Reserve"),
+  in two documents together. Alone these are wrong too often ("Sydney Treasury", "Pacific
+  Bell"), so such a merge counts only once a model confirms it (``confirmed``; the
+  community job asks in LLM mode), and offline it is never made.
+
+Decisions resting on weak evidence (one joint mention, a shared neighbour, a text unit
+scored by its company) are marked ``certain=False``: in LLM mode the community job puts
+each to the model once and drops those it rejects.
+
 The canonical key of a group is its best-known full name: not an acronym, two words or more,
 then the most mentioned ("European Community" over "European Communities" and "EC").
 """
@@ -59,6 +70,9 @@ from graph.snapshot_model import SnapshotAlias
 
 # the rule of a surname resolved in one text unit (``UnitAlias``)
 NAMESAKE = "namesake"
+# the rule of a name's variants (``_variants``): proposals a model must confirm
+VARIANT = "variant"
+PROPOSED = frozenset({VARIANT})
 # connectors an acronym skips ("Organization of Petroleum Exporting Countries" -> OPEC)
 CONNECTORS = frozenset({"of", "for", "and", "on", "the", "de", "du", "des", "la", "le", "&", "in"})
 # another expansion mentioned with the acronym at least this share as often makes it ambiguous
@@ -260,6 +274,14 @@ class NameIndexes:
     people: dict[str, set[str]] = field(default_factory=dict)  # name ending -> person keys
     org_words: Counter[str] = field(default_factory=Counter)  # first words, counted
     buckets: dict[str, set[str]] = field(default_factory=dict)  # spelling -> keys
+    # initials of places named in two words or more ("us" for "united states")
+    places: Counter[str] = field(default_factory=Counter)
+    # first three letters -> keys of organisations' names of two words or more starting so
+    # (the names a clipped form like "Fed" may stand for)
+    clips: dict[str, set[str]] = field(default_factory=dict)
+    # the leading words, and trailing ones of two words or more, of organisations' names ->
+    # those names (a place that may qualify one, the name it may qualify)
+    parts: dict[str, set[str]] = field(default_factory=dict)
     # key -> (type, spelling bucket or "") as indexed, to take a key out when it changes
     indexed: dict[str, tuple[str, str]] = field(default_factory=dict)
 
@@ -290,6 +312,18 @@ class NameIndexes:
             self.org_words[words[0]] += sign
             if self.org_words[words[0]] <= 0:
                 del self.org_words[words[0]]
+            if type_ == "geo":
+                initials = "".join(w[0] for w in words if w not in CONNECTORS)
+                self.places[initials] += sign
+                if self.places[initials] <= 0:
+                    del self.places[initials]
+            else:
+                if len(words[0]) > 3:
+                    _toggle(self.clips, words[0][:3], key, sign)
+                for i in range(1, len(words)):
+                    _toggle(self.parts, " ".join(words[:i]), key, sign)
+                    if len(words) - i >= 2:
+                        _toggle(self.parts, " ".join(words[i:]), key, sign)
         if bucket:
             _toggle(self.buckets, bucket, key, sign)
 
@@ -351,6 +385,11 @@ def resolve_changed(
     for key in set(changed):
         scope |= group(key) | unit_surnames.get(key, set())
         words = key.split()
+        # names it may qualify or be qualified by: "porvane x", "u s x", "x" for "porvane x"
+        scope |= idx.parts.get(key, set())
+        if len(words) > 1:
+            initials = " ".join(w[0] for w in words if w not in CONNECTORS)
+            scope |= idx.parts.get(initials, set())
         endings = [" ".join(words[-n:]) for n in range(1, len(words))]
         e = entities.get(key)
         if e is None:  # gone, and what it was is not known: any acronym it could expand
@@ -367,6 +406,7 @@ def resolve_changed(
             scope.update(endings)
         elif len(words) > 1 and acronym_of(e.name) is None:
             scope.add(words[0])  # a bare name starting an organisation's may be it
+            scope.update(words[0][:n] for n in range(3, len(words[0])))  # or clip it
         bucket = idx.indexed.get(key, ("", ""))[1]
         scope |= idx.buckets.get(bucket, set())
     for _ in range(4):  # until the groups the new decisions reach are all in scope
@@ -437,6 +477,11 @@ def _resolve_scope(
             target = canonical_of.get(alias, alias)
             if alias != target and alias not in out:
                 out[alias] = Merge(alias, target, m.rule, m.evidence, m.units, m.certain)
+    # proposals stay out of the groups: one a model rejects must not have moved the others
+    for m in _variants(ordered, entities, idx):
+        target = canonical_of.get(m.canonical, m.canonical)
+        if m.alias not in canonical_of and target != m.alias:
+            out[m.alias] = replace(m, canonical=target)
     unit_aliases = _unit_surnames(
         entities, unit_entities, neighbours, surnames, canonical_of, unit_document
     )
@@ -508,6 +553,51 @@ def _acronyms(
             e.units & entities[best].units,
             certain=n >= 2,
         )
+
+
+def _variants(scope: Sequence[str], entities: Mapping[str, Named], idx: NameIndexes) -> list[Merge]:
+    """Proposals (``PROPOSED``): a name qualified by a place and the name it qualifies ("U.S.
+    Federal Reserve", "Federal Reserve"), mentioned in one document; a clipped name and the
+    organisation whose first word it starts ("Fed", "Federal Reserve"), mentioned in two
+    documents together (the one in most, when several). On their own they are wrong too
+    often ("Sydney Treasury" is not the Treasury, "Pacific Bell" not "Bell"), so a model
+    must confirm each before it counts."""
+    out: list[Merge] = []
+    for key in scope:
+        e = entities[key]
+        if e.type in ("person", "geo") or acronym_of(e.name) is not None:
+            continue
+        words = key.split()
+        found: tuple[str, str, int] | None = None
+        for i in range(1, len(words)):
+            place, rest = " ".join(words[:i]), " ".join(words[i:])
+            if i == len(words) - 1:
+                break  # a one-word remainder ("Pacific Bell", "Bell") says too little
+            other = entities.get(rest)
+            if other is None or other.type in ("person", "geo") or acronym_of(other.name):
+                continue
+            known = entities.get(place)
+            if (known is not None and known.type == "geo") or (
+                all(len(w) == 1 for w in words[:i]) and "".join(words[:i]) in idx.places
+            ):
+                shared = len(e.documents & other.documents)
+                if shared:
+                    found = (rest, f"{e.name!r} is {other.name!r} qualified by a place", shared)
+                break
+        if found is None and len(words) == 1 and len(key) >= 3:
+            clipped = [
+                (len(e.documents & entities[k].documents), k)
+                for k in idx.clips.get(key[:3], ())
+                if k.split()[0].startswith(key) and k.split()[0] != key and k in entities
+            ]
+            shared, best = max(clipped, default=(0, ""))
+            if shared >= 2:
+                found = (best, f"{e.name!r} clips {entities[best].name!r}", shared)
+        if found is not None:
+            target, why, shared = found
+            evidence = f"{why}, mentioned together in {shared} document(s)"
+            out.append(Merge(key, target, VARIANT, evidence, (), certain=False))
+    return out
 
 
 def _surnames(
@@ -774,16 +864,22 @@ def uncertain(res: Resolution) -> list[Merge | UnitAlias]:
     ]
 
 
-def confirmed(res: Resolution | None, rejected: Collection[str]) -> Resolution | None:
-    """``res`` without the decisions a model rejected (``decision_id``s in ``rejected``)."""
-    if res is None or not rejected:
-        return res
+def confirmed(res: Resolution | None, verdicts: Mapping[str, bool]) -> Resolution | None:
+    """``res`` as it stands given a model's ``verdicts`` (``decision_id`` -> same): without
+    the decisions it rejected, and without the proposals (``PROPOSED``) it did not confirm."""
+    if res is None:
+        return None
+
+    def stands(ident: str, rule: str) -> bool:
+        verdict = verdicts.get(ident)
+        return verdict is True or (verdict is None and rule not in PROPOSED)
+
     return Resolution(
-        {a: m for a, m in res.merges.items() if decision_id(a, m.canonical) not in rejected},
+        {a: m for a, m in res.merges.items() if stands(decision_id(a, m.canonical), m.rule)},
         {
             k: u
             for k, u in res.unit_aliases.items()
-            if decision_id(u.alias, u.canonical, u.unit) not in rejected
+            if stands(decision_id(u.alias, u.canonical, u.unit), NAMESAKE)
         },
     )
 

@@ -47,13 +47,18 @@ def edge_term(a: str, b: str, weight: float) -> int:
 
 def glue_edges(view: GraphView, aliases: Mapping[str, str]) -> dict[str, Edge]:
     """The glue edge of each whole merge (alias key -> canonical key) whose both ends are in
-    the view, weighted by the alias's mentions: what ties the alias to its canonical name
-    grows with how much the graph says under that name."""
+    the view, weighted by the alias's mentions rounded down to a power of two: the tie grows
+    with how much the graph says under that name, and changes (an edge change Leiden
+    revisits) only when that doubles, not with every article that uses the name."""
     return {
-        GLUE + alias: (alias, canonical, float(max(1, view.entities[alias].mention_count)))
+        GLUE + alias: (alias, canonical, glue_weight(view.entities[alias].mention_count))
         for alias, canonical in sorted(aliases.items())
         if alias in view.entities and canonical in view.entities and alias != canonical
     }
+
+
+def glue_weight(mentions: int) -> float:
+    return float(1 << (max(1, mentions).bit_length() - 1))
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,9 +70,9 @@ class JobState:
     alias_verdicts: dict[str, bool] = field(default_factory=dict)
 
     def names_resolved(self) -> Resolution | None:
-        """The resolution in force: the last run's, less the decisions a model rejected."""
-        rejected = {k for k, same in self.alias_verdicts.items() if not same}
-        return confirmed(self.resolution, rejected)
+        """The resolution in force: the last run's, less the decisions a model rejected and
+        the proposals it has not confirmed."""
+        return confirmed(self.resolution, self.alias_verdicts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,8 @@ NAMES = [
     ("Howard Baker", "person"),
     ("Baker", "person"),
     ("Porvane", "geo"),
+    ("Porvane Orion Trade Council", "organization"),  # a place-qualified variant
+    ("Lyr", "organization"),  # a clipped one
 ]
 
 

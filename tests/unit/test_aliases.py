@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from graph.aliases import Named, resolve, spelling_key, spells
+from graph.aliases import Named, confirmed, decision_id, resolve, spelling_key, spells
 
 
 def named(
@@ -233,3 +233,53 @@ class TestPeople:
         )
         assert resolve(*with_evidence).canonical("volcker") == "paul volcker"
         assert resolve(*without).canonical("volcker") == "volcker"
+
+
+class TestVariants:
+    def graph(self) -> tuple[dict[str, Named], dict[str, set[str]], dict[str, set[str]]]:
+        return graph(
+            [
+                named("united states", "United States", "geo", ["u1"], documents=["d1"]),
+                named("sydney", "Sydney", "geo", ["u5"], documents=["d3"]),
+                named(
+                    "federal reserve",
+                    "Federal Reserve",
+                    "organization",
+                    ["u1", "u2", "u3"],
+                    9,
+                    documents=["d1", "d2"],
+                ),
+                named(
+                    "u s federal reserve",
+                    "U.S. Federal Reserve",
+                    "organization",
+                    ["u1"],
+                    documents=["d1"],
+                ),
+                named("fed", "Fed", "organization", ["u2", "u4"], 7, documents=["d1", "d2"]),
+                named("treasury", "Treasury", "organization", ["u6"], 5, documents=["d4"]),
+                named(
+                    "sydney treasury", "Sydney Treasury", "organization", ["u5"], documents=["d3"]
+                ),
+            ]
+        )
+
+    def test_variants_are_proposed_and_stand_only_once_confirmed(self) -> None:
+        res = resolve(*self.graph())
+        proposed = {a: (m.canonical, m.rule) for a, m in res.merges.items()}
+        assert proposed == {
+            "u s federal reserve": ("federal reserve", "variant"),
+            "fed": ("federal reserve", "variant"),
+        }
+        assert all(not m.certain for m in res.merges.values())
+        offline = confirmed(res, {})
+        assert offline is not None and offline.merges == {}
+        yes = {decision_id("fed", "federal reserve"): True}
+        stands = confirmed(res, yes)
+        assert stands is not None and list(stands.merges) == ["fed"]
+
+    def test_a_one_word_remainder_and_a_place_never_mentioned_with_it_are_not_proposed(
+        self,
+    ) -> None:
+        res = resolve(*self.graph())
+        assert "sydney treasury" not in res.merges  # "Treasury" is one word

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from graph.cluster_input import GLUE, ClusterInput, glue_edges
+from graph.cluster_input import GLUE, ClusterInput, glue_edges, glue_weight
 from graph.community_run import clustering_graph, whole_aliases
 from graph.graph_changes import GraphChange
 from graph.graph_view import GraphView
@@ -142,7 +142,8 @@ def test_glue_ties_an_alias_even_where_a_relationship_joins_the_same_pair() -> N
     kept = ClusterInput.build(world.view)
     before = kept.adjacency[a].get(b, 0.0)
     kept.set_glue(world.view, glue_edges(world.view, {a: b}))
-    weight = float(world.view.entities[a].mention_count)
+    weight = glue_weight(world.view.entities[a].mention_count)
+    assert [glue_weight(n) for n in (0, 1, 2, 3, 7, 8, 9)] == [1, 1, 2, 2, 4, 8, 8]
     assert kept.adjacency[a][b] == before + weight
     assert kept.graph() == rebuilt(world.view, {a: b})
     kept.set_glue(world.view, {})
