@@ -50,6 +50,9 @@ RENDERERS: dict[str, Callable[[p.PromptLibrary], str]] = {
     "question_generation": lambda lib: p.render_question_generation(
         lib, context_data="Entities\nid|entity\n1|ACME", question_count=3
     ),
+    "confirm_alias": lambda lib: p.render_confirm_alias(
+        lib, alias="OTC", canonical="Orion Trade Council", evidence="x", passages=["OTC met."]
+    ),
 }
 
 
