@@ -248,6 +248,17 @@ def _spelled(key: str) -> str:
     return text.strip()
 
 
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What resolution reads of the graph: the entities, each text unit's entity keys, each
+    entity's neighbours (the keys it is related to), each text unit's document."""
+
+    entities: Mapping[str, Named]
+    unit_entities: Mapping[str, Collection[str]]
+    neighbours: Mapping[str, Collection[str]]
+    unit_document: Mapping[str, str]
+
+
 def resolve(
     entities: Mapping[str, Named],
     unit_entities: Mapping[str, Collection[str]],
@@ -258,10 +269,8 @@ def resolve(
     the entity keys mentioned in it; ``neighbours``: entity key -> the keys it is related to;
     ``unit_document``: text unit -> its document (a shared surname's unit goes to the one
     person its document names in full)."""
-    idx = NameIndexes.build(entities)
-    return _resolve_scope(
-        set(entities), entities, unit_entities, neighbours, unit_document or {}, idx
-    )
+    ev = Evidence(entities, unit_entities, neighbours, unit_document or {})
+    return _resolve_scope(set(entities), ev, NameIndexes.build(entities))
 
 
 @dataclass
@@ -351,13 +360,7 @@ def _bucket(e: Named) -> str:
 
 
 def resolve_changed(
-    previous: Resolution,
-    changed: Iterable[str],
-    entities: Mapping[str, Named],
-    unit_entities: Mapping[str, Collection[str]],
-    neighbours: Mapping[str, Collection[str]],
-    unit_document: Mapping[str, str],
-    idx: NameIndexes,
+    previous: Resolution, changed: Iterable[str], ev: Evidence, idx: NameIndexes
 ) -> tuple[Resolution, set[str]]:
     """``previous`` brought up to date after the evidence of the keys ``changed`` moved (their
     mentions, units, types or relationships), and the keys re-decided. ``idx`` must already
@@ -367,6 +370,7 @@ def resolve_changed(
     belong to; every other decision is kept. What this leaves stale rests on the rest of the
     graph only through a neighbour's degree (which entities are hubs) or the graph's size,
     which a periodic full resolution refreshes."""
+    entities = ev.entities
     canonical_groups: dict[str, set[str]] = defaultdict(set)
     for alias, m in previous.merges.items():
         canonical_groups[m.canonical].update((alias, m.canonical))
@@ -413,7 +417,7 @@ def resolve_changed(
         for key in list(scope):
             scope |= group(key) | unit_surnames.get(key, set())
         live = {k for k in scope if k in entities}
-        part = _resolve_scope(live, entities, unit_entities, neighbours, unit_document, idx)
+        part = _resolve_scope(live, ev, idx)
         reached = {k for m in part.merges.values() for k in (m.alias, m.canonical)}
         more = {k for k in reached - scope if group(k) != {k}}
         if not more:
@@ -435,15 +439,9 @@ def resolve_changed(
     return Resolution(merges, units), scope
 
 
-def _resolve_scope(
-    scope: Collection[str],
-    entities: Mapping[str, Named],
-    unit_entities: Mapping[str, Collection[str]],
-    neighbours: Mapping[str, Collection[str]],
-    unit_document: Mapping[str, str],
-    idx: NameIndexes,
-) -> Resolution:
+def _resolve_scope(scope: Collection[str], ev: Evidence, idx: NameIndexes) -> Resolution:
     """The decisions about the keys of ``scope`` (each rule looks beyond it for partners)."""
+    entities, unit_entities, neighbours = ev.entities, ev.unit_entities, ev.neighbours
     parent: dict[str, str] = {}
     merges: list[Merge] = []
 
@@ -483,7 +481,7 @@ def _resolve_scope(
         if m.alias not in canonical_of and target != m.alias:
             out[m.alias] = replace(m, canonical=target)
     unit_aliases = _unit_surnames(
-        entities, unit_entities, neighbours, surnames, canonical_of, unit_document
+        entities, unit_entities, neighbours, surnames, canonical_of, ev.unit_document
     )
     return Resolution(out, unit_aliases)
 
@@ -834,9 +832,8 @@ def resolve_view(
         related = Related()
         related.update(view, view.relationships)
         idx = NameIndexes.build(names)
-        resolution = _resolve_scope(
-            set(view.entities), names, view.unit_entities, related.near, docs, idx
-        )
+        ev = Evidence(names, view.unit_entities, related.near, docs)
+        resolution = _resolve_scope(set(view.entities), ev, idx)
         return resolution, AliasState(idx, related), len(view.entities)
     assert previous is not None and kept is not None and changed_entities is not None
     keys = set(changed_entities) | kept.related.update(view, changed_relationships)
@@ -844,9 +841,8 @@ def resolve_view(
     was = {b for k in keys if (b := idx.indexed.get(k, ("", ""))[1])}
     idx.update(names, keys)
     keys.update(k for b in was for k in idx.buckets.get(b, ()))  # the spellings it had
-    resolution, scope = resolve_changed(
-        previous, keys, names, view.unit_entities, kept.related.near, docs, kept.indexes
-    )
+    ev = Evidence(names, view.unit_entities, kept.related.near, docs)
+    resolution, scope = resolve_changed(previous, keys, ev, idx)
     kept.runs_since_full += 1
     return resolution, kept, sum(k in view.entities for k in scope)
 
