@@ -398,11 +398,12 @@ class Runner:
         await self._report_vectors(reports, previous, by_id, regenerated)
         self._tick("report_vectors", t)
         state.version = version
+        newest = newest_time(view)  # once per run: a scan of every text unit
         return {
             "version": version,
             "events": [
-                *self._events(events, regenerated, plan, by_id, previous, version),
-                *self._alias_events(aliased, version),
+                *self._events(events, regenerated, plan, by_id, previous, version, newest),
+                *self._alias_events(aliased, version, newest),
             ],
             "aliases": {
                 "merged": len(resolution.merges),
@@ -692,10 +693,10 @@ class Runner:
         by_id: dict[str, Community],
         previous: dict[str, Community],
         version: int,
+        newest: str,
     ) -> list[dict[str, Any]]:
         out = []
-        # once per run, not per event: both are scans of the whole graph
-        newest = newest_time(self.state.view)
+        # once per run, not per event: a scan of the whole graph
         current = {c.id: c for c in self.state.communities}
         for e in events:
             if e.kind == "unchanged":
@@ -783,14 +784,21 @@ class Runner:
         for ident in [k for k in verdicts if k not in live]:
             del verdicts[ident]  # decided otherwise now: a verdict on it is moot
 
-    def _alias_events(self, changes: Sequence[AliasChange], version: int) -> list[dict[str, Any]]:
+    def _alias_events(
+        self, changes: Sequence[AliasChange], version: int, newest: str
+    ) -> list[dict[str, Any]]:
         """An audit event per merge made or undone, with its evidence, on the lineage stream;
         ``community_id`` is the level-0 community of the name it resolves to."""
         if not changes:
             return []
         view = self.state.view
-        newest = newest_time(view)
-        home = {k: c.id for c in self.state.communities if c.level == 0 for k in c.entity_keys}
+        wanted = {a.canonical for a in changes}
+        home = {
+            k: c.id
+            for c in self.state.communities
+            if c.level == 0
+            for k in wanted.intersection(c.entity_keys)
+        }
 
         def name(key: str) -> str:
             return view.entities[key].name if key in view.entities else key
