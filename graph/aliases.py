@@ -364,10 +364,11 @@ def resolve_changed(
 ) -> tuple[Resolution, set[str]]:
     """``previous`` brought up to date after the evidence of the keys ``changed`` moved (their
     mentions, units, types or relationships), and the keys re-decided. ``idx`` must already
-    index the entities as they are now. Re-decided are the changed keys and every key whose
-    decision rests on one of them: acronyms mentioned beside a changed name, the name endings
-    of a changed person, spellings of a changed key, and the whole groups (old and new) they
-    belong to; every other decision is kept. What this leaves stale rests on the rest of the
+    index the entities as they are now. Re-decided are the changed keys (an acronym mentioned
+    beside a changed name was in the changed text units, so it is one of them) and every key
+    whose decision rests on one of them: the name endings of a changed person, spellings of a
+    changed key, the names it may qualify, be qualified by or clip, every name several people
+    share, and the whole groups (old and new) they belong to; every other decision is kept. What this leaves stale rests on the rest of the
     graph only through a neighbour's degree (which entities are hubs) or the graph's size,
     which a periodic full resolution refreshes."""
     entities = ev.entities
