@@ -368,9 +368,10 @@ def resolve_changed(
     beside a changed name was in the changed text units, so it is one of them) and every key
     whose decision rests on one of them: the name endings of a changed person, spellings of a
     changed key, the names it may qualify, be qualified by or clip, every name several people
-    share, and the whole groups (old and new) they belong to; every other decision is kept. What this leaves stale rests on the rest of the
-    graph only through a neighbour's degree (which entities are hubs) or the graph's size,
-    which a periodic full resolution refreshes."""
+    share, and the whole groups (old and new) they belong to; every other decision is kept.
+    What this leaves stale rests on the rest of the graph only through a neighbour's degree
+    (which entities are hubs) or the graph's size, which a periodic full resolution
+    refreshes."""
     entities = ev.entities
     canonical_groups: dict[str, set[str]] = defaultdict(set)
     for alias, m in previous.merges.items():
