@@ -5,7 +5,6 @@ publishes an audit event per merge made or undone, and the query index reads thr
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ from graph.aliases import Merge, Resolution, UnitAlias, alias_changes, decision_
 from graph.graph_changes import GraphChange
 from graph.job_state import JobState
 from graph.keys import entity_key
-from graph.protocols import ChatResult
 from graph.snapshot_model import SnapshotAlias
 from graph.snapshots import snapshot_from_tables, snapshot_to_tables
 from kgrag.testing.scripted_answers import answer, classify
@@ -32,6 +30,7 @@ from query.index_update import follow
 from query.time_window import TimeWindow
 from tests.unit.test_community_run import World, base_world, settings_for, steady_job
 from tests.unit.test_index_update import assert_same
+from tests.unit.test_query_support import Call, ScriptedLLM
 from tests.unit.test_snapshots import make_snapshot
 
 OTC = entity_key("Orion Trade Council")
@@ -175,40 +174,29 @@ def test_snapshots_keep_aliases_and_read_older_ones_without() -> None:
     assert snapshot_from_tables(snapshot_to_tables(snap)).aliases == ()
 
 
-class StrictModel:
+def strict(verdict: bool | None = None) -> ScriptedLLM:
     """The scripted test LLM's answers in process (``kgrag.testing.scripted_answers``): a
-    prompt it does not accept is refused as the server refuses it (HTTP 400)."""
+    prompt it does not accept is refused as the server refuses it (HTTP 400); ``verdict``
+    replaces its answer to alias confirmations."""
 
-    def __init__(self, verdict: bool | None = None) -> None:
-        self.verdict = verdict  # the alias verdict to give instead of the scripted one
-        self.prompts: dict[str, list[str]] = {}
-
-    async def chat(
-        self,
-        messages: Sequence[dict[str, str]],
-        *,
-        json_mode: bool = False,
-        max_tokens: int | None = None,
-        purpose: str = "chat",
-    ) -> ChatResult:
-        kind = classify(list(messages))
-        self.prompts.setdefault(kind, []).append(messages[-1]["content"])
+    def reply(call: Call) -> str:
+        kind = classify(call.messages)
         try:
-            text = answer(kind, list(messages))
+            text = answer(kind, call.messages)
         except RequestRejected as e:
             raise LLMError(f"HTTP 400: {e}", retryable=False) from e
-        if kind == "confirm_alias" and self.verdict is not None:
-            text = json.dumps({"same": self.verdict, "reason": "scripted"})
-        return ChatResult(text)
+        if kind == "confirm_alias" and verdict is not None:
+            text = json.dumps({"same": verdict, "reason": "scripted"})
+        return text
 
-    async def forget(self, messages: Sequence[dict[str, str]], **kw: Any) -> bool:
-        return False
-
-    async def aclose(self) -> None:
-        return None
+    return ScriptedLLM(reply)
 
 
-async def llm_run(tmp_path: Path, model: StrictModel) -> tuple[World, Any]:
+def confirmations(model: ScriptedLLM) -> list[str]:
+    return [c.user for c in model.calls if c.purpose == "confirm_alias"]
+
+
+async def llm_run(tmp_path: Path, model: ScriptedLLM) -> tuple[World, Any]:
     world = base_world()
     settings = settings_for(tmp_path)
     state = JobState(view=world.view)
@@ -219,9 +207,9 @@ async def llm_run(tmp_path: Path, model: StrictModel) -> tuple[World, Any]:
 
 
 async def test_in_llm_mode_an_uncertain_alias_is_confirmed_by_the_model(tmp_path: Path) -> None:
-    model = StrictModel()
+    model = strict()
     _, (_, state, result) = await llm_run(tmp_path, model)
-    [prompt] = model.prompts["confirm_alias"]
+    [prompt] = confirmations(model)
     assert "Name A: OTC" in prompt and "Name B: Orion Trade Council" in prompt
     assert "The Orion Trade Council (OTC) met on Monday." in prompt  # the passage both share
     assert [e["alias"] for e in result["events"] if e["kind"] == "aliased"] == ["otc"]
@@ -231,7 +219,7 @@ async def test_in_llm_mode_an_uncertain_alias_is_confirmed_by_the_model(tmp_path
 async def test_an_alias_the_model_rejects_is_not_made_and_not_asked_again(
     tmp_path: Path,
 ) -> None:
-    model = StrictModel(verdict=False)
+    model = strict(verdict=False)
     world, (settings, state, result) = await llm_run(tmp_path, model)
     assert not [e for e in result["events"] if e["kind"] == "aliased"]
     assert "otc" in state.resolution.merges  # the rules' decision, kept to be judged once
@@ -239,7 +227,7 @@ async def test_an_alias_the_model_rejects_is_not_made_and_not_asked_again(
     assert open_graph_store(settings).load().aliases == ()
     world.say("doc-quiet", [("OTC", "OTC met again.")])
     await Runner(settings, state, llm=model, write_vectors=False).run()
-    assert len(model.prompts["confirm_alias"]) == 1
+    assert len(confirmations(model)) == 1
 
 
 def test_the_scripted_model_refuses_a_malformed_alias_prompt() -> None:

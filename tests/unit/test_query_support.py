@@ -70,6 +70,12 @@ class ScriptedLLM:
     def purposes(self) -> list[str]:
         return [c.purpose for c in self.calls]
 
+    async def forget(self, messages: Sequence[dict[str, str]], **kw: Any) -> bool:
+        return False
+
+    async def aclose(self) -> None:
+        return None
+
 
 def fixed(text: str) -> ScriptedLLM:
     return ScriptedLLM(lambda _call: text)
