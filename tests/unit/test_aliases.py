@@ -28,6 +28,12 @@ def named(
     )
 
 
+# a person named in full in unit u1 of document d1
+VOLCKER = named(
+    "paul volcker", "Paul Volcker", "person", ["u1"], mentions=5, person=True, documents=["d1"]
+)
+
+
 def graph(
     entities: list[Named], edges: Iterable[tuple[str, str]] = ()
 ) -> tuple[dict[str, Named], dict[str, set[str]], dict[str, set[str]]]:
@@ -130,15 +136,7 @@ class TestPeople:
         ents, units, near = graph(
             [
                 named("volcker", "Volcker", "organization", ["u2"], documents=["d1"]),
-                named(
-                    "paul volcker",
-                    "Paul Volcker",
-                    "person",
-                    ["u1"],
-                    mentions=5,
-                    person=True,
-                    documents=["d1"],
-                ),
+                VOLCKER,
             ]
         )
         merge = resolve(ents, units, near).merges["volcker"]
@@ -214,17 +212,7 @@ class TestPeople:
         assert res.canonical("ronald reagan") != res.canonical("nancy reagan")
 
     def test_retracting_the_evidence_undoes_the_merge(self) -> None:
-        people = [
-            named(
-                "paul volcker",
-                "Paul Volcker",
-                "person",
-                ["u1"],
-                mentions=5,
-                person=True,
-                documents=["d1"],
-            ),
-        ]
+        people = [VOLCKER]
         with_evidence = graph(
             [*people, named("volcker", "Volcker", "organization", ["u2"], documents=["d1"])]
         )
