@@ -22,7 +22,7 @@ import pytest
 
 from query.sse import event_feed
 from tests.integration.test_freshness import Fresh, live_service
-from tests.integration.test_retrieval import first_document
+from tests.integration.test_retrieval import first_document, wait_for_all
 
 TIMEOUT_S = 150.0
 FULL = "kessaran monetary authority"
@@ -109,7 +109,9 @@ async def test_an_acronym_and_its_name_are_one_entity_until_the_evidence_goes(
     # the full name's sources include the article that only says "KMA"
     assert len(full["sources"]) == 3
 
-    # asked by one name, local search reads first the article that only uses the other
+    # asked by one name, local search reads first the article that only uses the other (once
+    # the vector store, which local search ranks a name's articles by, holds all three)
+    await wait_for_all(service, len(ARTICLES), "the Kessaran Monetary Authority and its rates")
     asked = {
         "kma-3": "What did the KMA do about its lending rate?",
         "kma-2": "What did the Kessaran Monetary Authority say about reserve requirements?",

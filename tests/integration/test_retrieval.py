@@ -75,16 +75,20 @@ def article(i: int, topic: str) -> dict[str, Any]:
     }
 
 
-async def wait_for_all(service: Fresh) -> int:
-    """The graph version that holds every article, once basic search finds the last one."""
+async def wait_for_all(
+    service: Fresh, count: int = len(TOPICS), question: str = "government bond yields"
+) -> int:
+    """The graph version that holds every one of ``count`` articles, once basic search (which
+    reads the vector store, which may lag the graph snapshot) finds the last one."""
     deadline = time.monotonic() + FIND_TIMEOUT_S
     async with service.client() as c:
         while time.monotonic() < deadline:
-            r = await c.post("/v1/query/basic", json={"question": "government bond yields"})
+            r = await c.post("/v1/query/basic", json={"question": question})
             if r.status_code == 200:
                 body = r.json()
                 version = body["basis"]["graph_version"]
-                if len(documents(service.settings, version, body["context_ids"]["Sources"])) == 6:
+                found = documents(service.settings, version, body["context_ids"]["Sources"])
+                if len(found) == count:
                     return int(version)
             if service.worker.proc is not None and service.worker.proc.poll() is not None:
                 raise AssertionError(f"the worker exited\n{service.worker.log_tail()}")
