@@ -280,6 +280,33 @@ class CommunitySettings(BaseModel):
         description="In LLM mode, alias decisions resting on weak evidence the model is asked "
         "to confirm per run, at most (each once; the rest wait for later runs); 0: never ask",
     )
+    headlines_per_run: int = Field(
+        10,
+        ge=0,
+        description="Headline events a community run publishes at most: the storylines that "
+        "emerged or surged in the headline window, best first; 0: none",
+    )
+    headline_window_days: int = Field(
+        3,
+        ge=1,
+        description="The days of document time, ending at the newest document, that headlines "
+        "compare with everything before",
+    )
+    headline_min_documents: int = Field(
+        3, ge=1, description="Documents in the headline window a storyline needs to be a headline"
+    )
+    headline_min_ratio: float = Field(
+        1.5,
+        gt=1.0,
+        description="How many times what its earlier share of the news predicts a storyline's "
+        "documents in the window must be to be a headline (one new in the window always is)",
+    )
+    headline_regrowth: float = Field(
+        0.5,
+        ge=0.0,
+        description="A storyline headlined before is headlined again once its documents in the "
+        "window have grown by this share since",
+    )
     aliases_full_every: int = Field(
         20,
         ge=1,

@@ -18,12 +18,20 @@ keep it finite for new communities and stop a handful of mentions from looking l
 infinite surge. The ratio is near 1 for a steady community (score ≈ 0, whatever its size) and
 below 1 for a fading one (negative score). The ln(1 + r) factor weighs the evidence by volume,
 so a brand-new community with 2 mentions (ln 3 · ln 3 ≈ 1.2) does not outrank a community that
-went from 50 to 200 mentions a week (ln 201 · ln(201/51) ≈ 7.3). Not done: normalising by the
-whole corpus's volume, so a week in which every storyline gets more coverage lifts them all.
+went from 50 to 200 mentions a week (ln 201 · ln(201/51) ≈ 7.3).
+
+With a ``baseline`` (the whole graph's mentions per day) the earlier rate is scaled by the
+volume of news instead of by time: λ = e · R / E, where R is the baseline's mentions in the
+window and E its mentions from c's first mention to the window's start. A community then
+surges when its *share* of the news grows, so a busy week (or a quiet weekend before it) does
+not lift (or sink) every storyline at once. Without a baseline, or when it has no mentions
+before the window, the time rate above is used.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -59,6 +67,25 @@ def _utc(t: datetime) -> datetime:
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
+class _Cumulative:
+    """Running totals of a mention history, for sums over any span in O(log n)."""
+
+    def __init__(self, mentions: Iterable[Mention]) -> None:
+        ordered = sorted((_utc(t), int(n)) for t, n in mentions if n > 0)
+        self.times = [t for t, _ in ordered]
+        self.sums = list(itertools.accumulate(n for _, n in ordered))
+
+    def upto(self, t: datetime) -> int:
+        """Mentions at or before ``t``."""
+        i = bisect.bisect_right(self.times, t)
+        return self.sums[i - 1] if i else 0
+
+    def before(self, t: datetime) -> int:
+        """Mentions strictly before ``t``."""
+        i = bisect.bisect_left(self.times, t)
+        return self.sums[i - 1] if i else 0
+
+
 def _score_one(
     cid: str,
     mentions: list[Mention],
@@ -66,6 +93,7 @@ def _score_one(
     window: timedelta,
     prior_recent: float,
     prior_expected: float,
+    baseline: _Cumulative | None = None,
 ) -> EmergingScore:
     start = as_of - window
     recent = sum(n for t, n in mentions if start < t <= as_of)
@@ -73,8 +101,14 @@ def _score_one(
     earlier = sum(n for _, n in past)
     expected = 0.0
     if past:
-        span = max(start - min(t for t, _ in past), window)
+        first = min(t for t, _ in past)
+        span = max(start - first, window)
         expected = earlier * (window / span)
+        if baseline is not None:
+            in_window = baseline.upto(as_of) - baseline.upto(start)
+            before = baseline.upto(start) - baseline.before(first)
+            if in_window > 0 and before > 0:
+                expected = earlier * in_window / before
     ratio = (recent + prior_recent) / (expected + prior_expected)
     score = math.log1p(recent) * math.log(ratio)
     return EmergingScore(cid, score, recent, earlier, expected, as_of)
@@ -87,8 +121,10 @@ def emerging_scores(
     as_of: datetime | None = None,
     prior_recent: float = 1.0,
     prior_expected: float = 1.0,
+    baseline: Iterable[Mention] | None = None,
 ) -> dict[str, EmergingScore]:
-    """Score every community from its mention history (see the module docstring)."""
+    """Score every community from its mention history (see the module docstring);
+    ``baseline`` is the whole graph's mentions over time, to compare shares of the news."""
     if window_days <= 0 or prior_recent <= 0 or prior_expected <= 0:
         raise EmergingError("window_days and both priors must be positive")
     clean = {
@@ -102,8 +138,9 @@ def emerging_scores(
         as_of = max(newest)
     end = _utc(as_of)
     window = timedelta(days=window_days)
+    base = None if baseline is None else _Cumulative(baseline)
     return {
-        cid: _score_one(cid, mentions, end, window, prior_recent, prior_expected)
+        cid: _score_one(cid, mentions, end, window, prior_recent, prior_expected, base)
         for cid, mentions in clean.items()
     }
 

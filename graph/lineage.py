@@ -46,7 +46,21 @@ PUBLISHED_KINDS = (
     # alias resolution (graph.aliases): one name resolved to another, or no longer
     "aliased",
     "unaliased",
+    # a storyline that emerged or surged in the latest days of document time
+    # (graph.storylines), with why: the run's bounded, ranked digest
+    "headline",
 )
+# what a reader sees by default: the headlines, not every change of every community
+HEADLINE_KINDS = ("headline",)
+
+
+def kinds_shown(kinds: Iterable[str] | None, raw: bool) -> frozenset[str] | None:
+    """The event kinds a reader sees: those asked for, else every kind (None) when ``raw``,
+    else the headlines."""
+    asked = frozenset(kinds or ())
+    return asked or (None if raw else frozenset(HEADLINE_KINDS))
+
+
 DEFAULT_SHARE = 0.25
 DEFAULT_SIZE_TOLERANCE = 0.1
 

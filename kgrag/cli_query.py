@@ -239,7 +239,9 @@ def trends_cmd(
     ] = None,
     as_json: AsJson = False,
 ) -> None:
-    """What is emerging: communities by emerging score, new entities, mention timelines."""
+    """What is emerging: one row per storyline (its levels folded into one, rows never share
+    members) by emerging score, with its articles in the window against what was expected and
+    its top articles; new entities; mention timelines."""
     from query.errors import QueryError
     from query.time_window import parse_time_window
     from query.trends import compare_trends, trends
@@ -265,14 +267,17 @@ def trends_cmd(
     compared = result.compared
     then_header = [f"v{compared.snapshot_version}"] if compared else []
     table = Table(
-        "#", "community", "level", "title", "score", "in window", "before", *then_header,
-        "top entities",
+        "#", "community", "level", "storyline", "score", "articles", "expected", *then_header,
+        "top articles",
     )  # fmt: skip
     for i, c in enumerate(result.communities, 1):
         then_cell = [_then_cell(compared.then[c.id])] if compared else []
+        others = len(c.folded) + len(c.within)
+        more = f"\n[dim]+{others} nested communities[/]" if others else ""
+        top = "\n".join(f"{d.day} {d.title}" for d in c.top_documents[:3])
         table.add_row(
-            str(i), str(c.community), str(c.level), c.title, f"{c.score:.2f}",
-            str(c.recent), str(c.earlier), *then_cell, ", ".join(c.top_entities),
+            str(i), str(c.community), str(c.level), f"{c.title}{more}", f"{c.score:.2f}",
+            str(c.documents), f"{c.expected_documents:.1f}", *then_cell, top,
         )  # fmt: skip
     console.print(table if result.communities else "[dim]no community mentioned in the window[/]")
     if compared is not None:
@@ -305,6 +310,22 @@ def format_event(payload: dict[str, Any]) -> Text:
     text = Text()
     text.append(f"{kind:<15}", style=KIND_STYLES.get(kind, ""))
     text.append(f" v{payload.get('snapshot_version', '?')}", style="dim")
+    if kind == "headline":  # a storyline that emerged or surged: its title and why
+        why = payload.get("why", {})
+        text.append(f" #{payload.get('rank', '?')} ", style="bold")
+        text.append(str(payload.get("title", "")), style="bold")
+        text.append(
+            f"\n    {why.get('documents', '?')} articles {why.get('since', '?')}.."
+            f"{why.get('until', '?')}, {why.get('expected_documents', '?')} expected "
+            f"(x{why.get('ratio', '?')})",
+            style="dim",
+        )
+        new = [str(e.get("title", "")) for e in payload.get("new_entities", [])]
+        if new:
+            text.append(f"; new: {', '.join(new[:4])}", style="dim")
+        for d in payload.get("top_documents", [])[:3]:
+            text.append(f"\n    {d.get('day', '')}  {d.get('title', '')} ({d.get('id', '')})")
+        return text
     if kind in ("aliased", "unaliased"):  # a name resolved to another: the names and why
         text.append(f" {payload.get('title', '')}", style="bold")
         text.append(f"  ({payload.get('rule', '?')}) {payload.get('evidence', '')}", style="dim")
@@ -337,12 +358,18 @@ def watch_cmd(
         bool, typer.Option("--from-beginning", help="Replay every event first")
     ] = False,
     kind: Annotated[
-        list[str] | None, typer.Option(help="Only these kinds (repeatable): emerged, grew, …")
+        list[str] | None,
+        typer.Option(help="Only these kinds (repeatable): headline, emerged, grew, …"),
     ] = None,
+    raw: Annotated[
+        bool, typer.Option("--raw", help="Every event: lineage and aliases too, not headlines only")
+    ] = False,
 ) -> None:
-    """Live community lineage events: emerged, grew, shrank, split, merged, dissolved, and
-    names resolved to one thing (aliased, unaliased)."""
-    from graph.lineage import PUBLISHED_KINDS
+    """Live headlines: the storylines that emerged or surged, each with why (the articles in
+    the last days against what was expected, new entities, top articles). ``--raw`` shows
+    every community lineage event too (emerged, grew, shrank, split, merged, dissolved,
+    report_updated) and names resolved to one thing (aliased, unaliased)."""
+    from graph.lineage import PUBLISHED_KINDS, kinds_shown
 
     unknown = sorted(set(kind or ()) - set(PUBLISHED_KINDS))
     if unknown:
@@ -350,7 +377,7 @@ def watch_cmd(
     settings = get_settings()
     start = "earliest" if from_beginning else "latest"
     try:
-        asyncio.run(_watch(settings, start, frozenset(kind) if kind else None))
+        asyncio.run(_watch(settings, start, kinds_shown(kind, raw)))
     except KeyboardInterrupt:
         return
     except KgragError as e:

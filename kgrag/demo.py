@@ -171,17 +171,18 @@ def _show_trends(console: Console, settings: Settings) -> None:
     store = open_graph_store(settings)
     index = QueryIndex.from_snapshot(store.load())
     result = trends(index, parse_time_window(TREND_WINDOW, None, newest=index.newest), limit=5)
-    console.rule(f"Emerging communities, {result.since} .. {result.until} (document time)")
-    table = Table("#", "level", "title", "score", "mentions in window", "before", "top entities")
+    console.rule(f"Emerging storylines, {result.since} .. {result.until} (document time)")
+    table = Table("#", "level", "storyline", "score", "articles", "expected", "top article")
     for i, c in enumerate(result.communities, 1):
+        top = c.top_documents[0] if c.top_documents else None
         table.add_row(
             str(i),
             str(c.level),
             c.title,
             f"{c.score:.2f}",
-            str(c.recent),
-            str(c.earlier),
-            ", ".join(c.top_entities[:3]),
+            str(c.documents),
+            f"{c.expected_documents:.1f}",
+            f"{top.day} {top.title}" if top else "",
         )
     console.print(table)
 

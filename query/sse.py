@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -90,7 +90,7 @@ class CommunityEvent:
 
 async def event_feed(
     settings: Settings, *, start: StartAt = "latest", poll_s: float = 1.0
-) -> AsyncIterator[list[CommunityEvent]]:
+) -> AsyncGenerator[list[CommunityEvent], None]:
     """Batches of community events, forever. The first batch is empty and comes once the
     start offsets are fixed ("ready"); later batches are empty when nothing arrived within
     ``poll_s``, so a reader can send keep-alives or notice it should stop."""

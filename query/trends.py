@@ -3,19 +3,32 @@
 The window is ``since`` .. ``until`` (whole days); an open end is the newest document's day
 and an open start is ``default_days`` before the end, so "trends" with no window means the
 last week of the collection. Communities are ranked by ``graph.emerging`` on their daily
-mentions, with the window as the recent period and its end as ``as_of`` (mentions after the
-end are not seen, so asking about March gives March's answer even in a snapshot of June).
-Only communities mentioned in the window are listed.
+mentions against the whole graph's (shares of the news), with the window as the recent
+period and its end as ``as_of`` (mentions after the end are not seen, so asking about March
+gives March's answer even in a snapshot of June), and folded into one row per storyline
+(``graph.storylines``): the levels of one story are one row, rows never share members, and
+each row says why it is news (its top documents, its new entities) and is titled by them
+(by its report's title when an LLM wrote it). Only communities mentioned in the window are
+listed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from typing import Any
 
-from graph.emerging import emerging_scores, rank_emerging
+from graph.storylines import (
+    Daily,
+    NewMember,
+    StoryDetail,
+    StoryNode,
+    TopDocument,
+    describe,
+    fold,
+    window_documents,
+)
 from query.index import QueryIndex
 from query.time_window import TimeWindow, to_date
 
@@ -29,8 +42,15 @@ class TrendingCommunity:
     score: float
     recent: int  # mentions in the window
     earlier: int  # mentions before it
-    expected: float  # the community's earlier rate per window
+    expected: float  # the community's earlier share of the news, as mentions per window
     top_entities: tuple[str, ...]
+    documents: int = 0  # documents in the window that mention it
+    expected_documents: float = 0.0  # ``expected`` in documents
+    ratio: float = 1.0  # (documents + 1) / (expected_documents + 1)
+    folded: tuple[str, ...] = ()  # ids of the other levels of this storyline
+    within: tuple[str, ...] = ()  # ids of other ranked communities nested with this row
+    top_documents: tuple[TopDocument, ...] = ()
+    new_entities: tuple[NewMember, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,49 +130,123 @@ def effective_span(index: QueryIndex, window: TimeWindow, default_days: int) -> 
     return window.since or end - timedelta(days=default_days - 1), end
 
 
-def _midnight(day: date) -> datetime:
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+class IndexStories:
+    """``graph.storylines.StoryLookup`` over a query index."""
+
+    def __init__(self, index: QueryIndex) -> None:
+        self.index = index
+
+    def entity_title(self, key: str) -> str | None:
+        e = self.index.entities.get(key)
+        return e.title if e is not None else None
+
+    def entity_daily(self, key: str) -> Daily:
+        return self.index.entity_daily.get(key, ())
+
+    def entity_first_seen(self, key: str) -> date | None:
+        e = self.index.entities.get(key)
+        daily = self.index.entity_daily.get(key, ())
+        return (to_date(e.first_seen) if e is not None else None) or (
+            daily[0][0] if daily else None
+        )
+
+    def entity_units(self, key: str) -> tuple[str, ...]:
+        return self.index.text_units_by_entity.get(key, ())
+
+    def unit_document(self, unit: str) -> tuple[str, date | None] | None:
+        u = self.index.text_units.get(unit)
+        return None if u is None else (u.document_id, self.index.unit_dates.get(unit))
+
+    def document_title(self, document: str) -> str:
+        d = self.index.documents.get(document)
+        return d.title if d is not None else document
 
 
-def _top_members(
-    index: QueryIndex, community: int, window: TimeWindow, n: int = 5
-) -> tuple[str, ...]:
-    members = index.communities[community].entity_ids
-    counted = [
-        (window.count(index.entity_daily.get(k, ())), index.entities[k].title)
-        for k in members
-        if k in index.entities
-    ]
-    return tuple(t for c, t in sorted(counted, key=lambda x: (-x[0], x[1])) if c > 0)[:n]
+def story_nodes(index: QueryIndex) -> list[StoryNode]:
+    """The fold's view of the index's communities; report titles only in LLM mode (an
+    offline report's title is a list of names, which the storyline title beats)."""
+    llm = index.meta.mode == "llm"
+    out = []
+    for n, c in index.communities.items():
+        report = index.reports.get(n)
+        titled = report is not None and (llm or report.mode == "llm")
+        out.append(
+            StoryNode(
+                n,
+                c.id,
+                c.level,
+                c.parent,
+                frozenset(c.entity_ids),
+                index.community_daily.get(n, ()),
+                report.title if titled and report is not None else "",
+            )
+        )
+    return out
 
 
 def trending_communities(
-    index: QueryIndex, since: date, end: date, *, limit: int, level: int | None = None
+    index: QueryIndex,
+    since: date,
+    end: date,
+    *,
+    limit: int,
+    level: int | None = None,
+    detail: bool = True,
+    distinct: bool = True,
 ) -> list[TrendingCommunity]:
-    """Communities mentioned in ``since`` .. ``end``, by emerging score, best first."""
-    window = TimeWindow(since, end)
-    histories = {
-        str(n): [(_midnight(d), c) for d, c in index.community_daily.get(n, ()) if d <= end]
-        for n, community in index.communities.items()
-        if level is None or community.level == level
-    }
-    days = (end - since).days + 1
-    scores = emerging_scores(histories, window_days=days, as_of=_midnight(end))
+    """Storylines mentioned in ``since`` .. ``end``, by emerging score, best first; with
+    ``level``, the communities of that level alone; ``distinct=False``, every community.
+    ``detail=False`` leaves out the top documents and new entities and titles rows by their
+    report (cheaper, for comparisons)."""
+    documents = window_documents(
+        (
+            (u.document_id, index.unit_dates.get(u.id), u.entity_ids)
+            for u in index.text_units.values()
+        ),
+        {k: levels.values() for k, levels in index.entity_communities.items()},
+        since,
+        end,
+    )
+    rows = fold(
+        story_nodes(index),
+        since,
+        end,
+        limit=limit,
+        level=level,
+        documents=documents,
+        distinct=distinct,
+    )
+    lookup = IndexStories(index)
     out = []
-    for s in rank_emerging(scores):
-        if s.recent <= 0:
-            continue
-        n = int(s.community_id)
+    for row in rows:
+        n = row.node.community
         c = index.communities[n]
-        report = index.reports.get(n)
-        title = report.title if report else c.title
-        top = _top_members(index, n, window)
+        if detail:
+            found = describe(row, lookup, since, end)
+        else:
+            report = index.reports.get(n)
+            found = StoryDetail(report.title if report else c.title, (), (), ())
         out.append(
             TrendingCommunity(
-                n, c.id, c.level, title, s.score, s.recent, s.earlier, s.expected, top
+                n,
+                c.id,
+                c.level,
+                found.title,
+                row.score,
+                row.recent,
+                row.earlier,
+                row.expected,
+                found.top_entities,
+                row.documents,
+                round(row.expected_documents, 2),
+                round(row.ratio, 3),
+                row.folded,
+                row.within,
+                found.top_documents,
+                found.new_entities,
             )
         )
-    return out[:limit]
+    return out
 
 
 def new_entities(index: QueryIndex, window: TimeWindow, *, limit: int) -> list[NewEntity]:
@@ -233,8 +327,15 @@ def compare_trends(
     which follow a community through its changes."""
     since, until = effective_span(then_index, window, default_days)
     everything = len(then_index.communities)
-    ranked = trending_communities(then_index, since, until, limit=everything, level=level)
-    place = {c.id: (i, c) for i, c in enumerate(ranked, 1)}
+    ranked = trending_communities(
+        then_index, since, until, limit=everything, level=level, detail=False
+    )
+    # a community folded into (or nested in) a row then takes that row's place
+    place = {
+        cid: (i, c)
+        for i, c in reversed(list(enumerate(ranked, 1)))
+        for cid in (*c.within, *c.folded, c.id)
+    }
     then: dict[str, ThenCommunity] = {}
     for c in now.communities:
         found = then_index.community_by_id.get(c.id)

@@ -416,7 +416,8 @@ class CommunityJob:
         self.runs += 1
         self._consecutive_failures = 0
         self._next_due_at = result.get("next_due_at")
-        events = result.get("events", [])
+        # the lineage events, then the run's headline digest (best first)
+        events = [*result.get("events", []), *result.get("headlines", [])]
         topic = self.settings.topics.community_events
         for event in events:
             await producer.send(

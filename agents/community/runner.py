@@ -23,7 +23,7 @@ import queue
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, replace
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from functools import partial
 from typing import Any
 
@@ -69,7 +69,16 @@ from graph.snapshot_assembly import (
     report_record,
     row_tables,
 )
-from graph.snapshot_model import SnapshotMeta, SnapshotReport
+from graph.snapshot_model import SnapshotCommunity, SnapshotMeta, SnapshotReport
+from graph.storylines import (
+    ViewStories,
+    describe,
+    fold,
+    newsworthy,
+    nodes_of,
+    window_back,
+    window_documents,
+)
 from graph.summaries import SummaryRequest, summaries_needed
 from offline.report import write_offline_report
 from streams.codecs import PayloadError, decode_graph_change
@@ -392,8 +401,10 @@ class Runner:
         unreflected = {cid: state.reports[cid].unreflected for cid in by_id if cid in state.reports}
         meta = self._meta(version, communities, regenerated, unreflected, hierarchy)
         summarised = {r.slot for r in summary_plan.requests}
-        reports = self._commit(touched, summarised, communities, meta)
+        rows, reports = self._commit(touched, summarised, communities, meta)
         t = self._tick("snapshot", t)
+        headlines = self._headlines(rows, version)
+        t = self._tick("headlines", t)
         self._absorbing = True
         await self._report_vectors(reports, previous, by_id, regenerated)
         self._tick("report_vectors", t)
@@ -405,6 +416,7 @@ class Runner:
                 *self._events(events, regenerated, plan, by_id, previous, version, newest),
                 *self._alias_events(aliased, version, newest),
             ],
+            "headlines": headlines,
             "aliases": {
                 "merged": len(resolution.merges),
                 "per_unit": len(resolution.unit_aliases),
@@ -568,12 +580,13 @@ class Runner:
         summarised: set[str],
         communities: tuple[Community, ...],
         meta: SnapshotMeta,
-    ) -> tuple[SnapshotReport, ...]:
-        """Commit the run's version; returns its reports. Every community and report row is
-        compared with what the tables hold; of the other tables only the rows that changes
-        or this run's summaries reached since the last commit, and the deletions since the
-        last run (light commits wrote the rest). When any of that is not known (a checkpoint
-        from an earlier release, a crash after a commit), the whole graph is compared."""
+    ) -> tuple[tuple[SnapshotCommunity, ...], tuple[SnapshotReport, ...]]:
+        """Commit the run's version; returns its communities and reports. Every community and
+        report row is compared with what the tables hold; of the other tables only the rows
+        that changes or this run's summaries reached since the last commit, and the deletions
+        since the last run (light commits wrote the rest). When any of that is not known (a
+        checkpoint from an earlier release, a crash after a commit), the whole graph is
+        compared."""
         state, view, store = self.state, self.state.view, self._store()
         fresh, removed, known = view.take_fresh(), view.take_removed(), state.tables_known
         if (
@@ -584,7 +597,7 @@ class Runner:
         ):
             snapshot = assemble(view, state, communities, meta)
             state.tables_known = store.write(snapshot, known)
-            return snapshot.community_reports
+            return snapshot.communities, snapshot.community_reports
         for slot in touched.slots | summarised:
             kind, _, key = slot.partition(":")
             (fresh.entities if kind == "e" else fresh.relationships).add(key)
@@ -612,7 +625,7 @@ class Runner:
         assert written is not None  # always=True commits
         self.timings["snapshot_maintain"] = store.last_maintain_s
         state.tables_known = written
-        return rows["community_reports"]
+        return rows["communities"], rows["community_reports"]
 
     def _meta(
         self,
@@ -732,6 +745,98 @@ class Runner:
                         reason=reasons.get(cid),
                     )
                 )
+        return out
+
+    def _headlines(self, rows: Sequence[SnapshotCommunity], version: int) -> list[dict[str, Any]]:
+        """The run's headline digest: at most ``community.headlines_per_run`` storylines that
+        emerged or surged in the last ``headline_window_days`` of document time
+        (``graph.storylines``), best first, each with why. A storyline headlined before is
+        left out until its documents in the window grow by ``headline_regrowth`` since."""
+        cfg, state = self.settings.community, self.state
+        newest = newest_time(state.view)
+        live = {c.id for c in rows}
+        state.headlined = {k: v for k, v in state.headlined.items() if k in live}
+        if cfg.headlines_per_run == 0 or not rows or not newest:
+            return []
+        try:
+            end = date.fromisoformat(newest[:10])
+        except ValueError:
+            return []
+        since = window_back(end, cfg.headline_window_days)
+        llm = self.writers.mode == "llm"
+        llm_titles = {
+            r.community: r.title for r in state.reports.values() if llm or r.mode == "llm"
+        }
+        member_of: dict[str, list[int]] = {}
+        for c in rows:
+            for k in c.entity_ids:
+                member_of.setdefault(k, []).append(c.community)
+        first, last = since.isoformat(), end.isoformat()
+        units = state.view.text_units
+        documents = window_documents(
+            (
+                (
+                    u.document_id,
+                    date.fromisoformat(u.published_at[:10]),
+                    state.view.unit_entities.get(u.id, ()),
+                )
+                for u in units.values()
+                if first <= u.published_at[:10] <= last
+            ),
+            member_of,
+            since,
+            end,
+        )
+        ranked = fold(
+            nodes_of(rows, llm_titles),
+            since,
+            end,
+            limit=cfg.headlines_per_run * 5,
+            documents=documents,
+        )
+        lookup = ViewStories(state.view)
+        out: list[dict[str, Any]] = []
+        for row in newsworthy(
+            ranked, min_documents=cfg.headline_min_documents, min_ratio=cfg.headline_min_ratio
+        ):
+            ids = (row.node.id, *row.folded)
+            before = max((state.headlined.get(i, 0) for i in ids), default=0)
+            if before and row.documents < before * (1.0 + cfg.headline_regrowth):
+                continue
+            for i in ids:
+                state.headlined.pop(i, None)
+            state.headlined[row.node.id] = row.documents
+            detail = describe(row, lookup, since, end)
+            out.append(
+                {
+                    "kind": "headline",
+                    "rank": len(out) + 1,
+                    "community_id": row.node.id,
+                    "community": row.node.community,
+                    "level": row.node.level,
+                    "title": detail.title,
+                    "size": len(row.node.members),
+                    "why": {
+                        "since": since.isoformat(),
+                        "until": end.isoformat(),
+                        "documents": row.documents,
+                        "expected_documents": round(row.expected_documents, 2),
+                        "ratio": round(row.ratio, 2),
+                        "mentions": row.recent,
+                        "mentions_before": row.earlier,
+                        "score": round(row.score, 3),
+                        "again": bool(before),
+                    },
+                    "new_entities": [asdict(m) for m in detail.new_entities],
+                    "top_documents": [asdict(d) for d in detail.top_documents],
+                    "top_entities": list(detail.top_entities),
+                    "folded": list(row.folded),
+                    "snapshot_version": version,
+                    "newest_document_time": newest,
+                }
+            )
+            if len(out) == cfg.headlines_per_run:
+                break
         return out
 
     async def _confirm_aliases(self, resolution: Resolution) -> None:

@@ -78,6 +78,8 @@ def upgrade_state(state: JobState) -> JobState:
         state.aliases = None
     if not hasattr(state, "alias_verdicts"):
         state.alias_verdicts = {}
+    if not hasattr(state, "headlined"):
+        state.headlined = {}
     if "touched" not in vars(state.view):
         state.view.touched = None  # not known: the next run plans every community
     if "unit_entities" not in vars(state.view):

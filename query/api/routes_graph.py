@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from graph.documents import has_control_characters
-from graph.lineage import PUBLISHED_KINDS
+from graph.lineage import PUBLISHED_KINDS, kinds_shown
 from query.api.errors import ApiError, documented
 from query.api.state import ServiceState
 from query.api.views import (
@@ -58,12 +58,19 @@ def routes(state: ServiceState) -> APIRouter:
         until: str | None = None,
         sort: CommunitySort = "emerging",
         limit: int = Query(50, ge=1, le=1000),
+        fold: bool = Query(
+            True,
+            description="With sort=emerging: one row per storyline (its levels and nested "
+            "communities folded into it); false lists every community",
+        ),
     ) -> Any:
         index = await state.holder.require()
 
         async def work() -> dict[str, Any]:
             window = parse_time_window(since, until, newest=index.newest)
-            rows = list_communities(index, level=level, window=window, sort=sort, limit=limit)
+            rows = list_communities(
+                index, level=level, window=window, sort=sort, limit=limit, fold=fold
+            )
             return {
                 "communities": rows,
                 "window": window.as_dict(),
@@ -85,13 +92,16 @@ def routes(state: ServiceState) -> APIRouter:
 
     @router.get(
         "/events",
-        summary="Server-sent community lineage events",
+        summary="Server-sent headlines (and, with raw=true, every community event)",
         response_class=StreamingResponse,
         responses={
             200: {
-                "description": "An endless stream of server-sent events, one per lineage "
-                "event: `event:` is its kind, `data:` its JSON (community, level, sizes, "
-                "title, top entities, graph version)",
+                "description": "An endless stream of server-sent events: `event:` is the "
+                "kind, `data:` its JSON. By default the headlines: a storyline that emerged "
+                "or surged, with rank, title, `why` (articles in the window against "
+                "expected), new entities and top documents. With raw=true (or kind=…) the "
+                "lineage events too (community, level, sizes, title, top entities, graph "
+                "version) and alias merges",
                 "content": {MEDIA_TYPE: {"schema": EVENT_SCHEMA}},
             }
         },
@@ -99,7 +109,12 @@ def routes(state: ServiceState) -> APIRouter:
     async def events(
         start: StartAt = Query("latest", alias="from", description="latest or earliest"),
         kind: list[str] | None = Query(
-            None, description=f"Only these event kinds: {', '.join(PUBLISHED_KINDS)}"
+            None,
+            description=f"Only these event kinds: {', '.join(PUBLISHED_KINDS)} "
+            "(default: headline, or every kind with raw=true)",
+        ),
+        raw: bool = Query(
+            False, description="Every event (lineage, aliases, headlines), not headlines only"
         ),
     ) -> StreamingResponse:
         unknown = sorted(set(kind or ()) - set(PUBLISHED_KINDS))
@@ -114,9 +129,7 @@ def routes(state: ServiceState) -> APIRouter:
             await state.ensure_topics()
         except Exception as e:
             raise ApiError(503, "kafka_unavailable", f"Kafka is not reachable: {e}") from e
-        stream = community_events(
-            state.settings, start=start, kinds=frozenset(kind) if kind else None
-        )
+        stream = community_events(state.settings, start=start, kinds=kinds_shown(kind, raw))
         return StreamingResponse(stream, media_type=MEDIA_TYPE, headers=HEADERS)
 
     return router

@@ -189,13 +189,35 @@ def list_communities(
     window: TimeWindow,
     sort: CommunitySort,
     limit: int,
+    fold: bool = True,
 ) -> list[dict[str, Any]]:
-    """With a window: the communities mentioned in it, scored on it (``query.trends``);
-    without: every community with the snapshot's own emerging score."""
+    """By emerging score (``fold``): one row per storyline mentioned in the window (the last
+    week when none is given), as ``query.trends`` ranks them, each with the ids of the
+    communities it folds. Otherwise, with a window: the communities mentioned in it, scored
+    on it; without: every community with the snapshot's own emerging score."""
+    if sort == "emerging" and fold:
+        since, until = effective_span(index, window, default_days=7)
+        rows = trending_communities(index, since, until, limit=limit, level=level, detail=False)
+        return [
+            {
+                **community_summary(index, index.communities[t.community], t.score),
+                "documents": t.documents,
+                "expected_documents": t.expected_documents,
+                "folded": list(t.folded),
+                "within": list(t.within),
+            }
+            for t in rows
+        ]
     if window.bounded:
         since, until = effective_span(index, window, default_days=7)
         ranked = trending_communities(
-            index, since, until, limit=len(index.communities), level=level
+            index,
+            since,
+            until,
+            limit=len(index.communities),
+            level=level,
+            detail=False,
+            distinct=False,
         )
         scores = {t.community: t.score for t in ranked}
     else:

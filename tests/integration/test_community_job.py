@@ -11,7 +11,7 @@ One worker indexes ~200 synthetic articles in five storylines whose entity names
 2. the worker and the job are killed with SIGKILL and restarted; one article of the storyline
    is corrected (same id, new text): the first run after the restart regenerates reports of
    that storyline only, and every other report is the one written before the kill;
-3. ``/v1/events`` of the query API streams an ``emerged`` event when articles of a brand-new
+3. ``/v1/events`` of the query API streams a ``headline`` when articles of a brand-new
    storyline arrive;
 
 while a reader thread loads the latest snapshot in a loop, from the first snapshot to the
@@ -356,10 +356,13 @@ async def test_after_kill_and_restart_only_the_changed_storyline_is_regenerated(
     assert_only_storyline(system, before, after, touched | unit_entities)
 
 
-async def test_events_stream_announces_an_emerged_storyline(system: System) -> None:
+async def test_events_stream_headlines_an_emerged_storyline(system: System) -> None:
+    """By default ``/v1/events`` carries headlines only: six articles of a brand-new
+    storyline, days after everything else, are one headline saying why."""
     server = ServerThread(create_app(system.settings, refresh_interval_s=0.5)).start()
     rng = random.Random(3)
-    docs = [article(f"space-{i}", NEW_STORYLINE, rng, 22) for i in range(6)]
+    docs = [article(f"space-{i}", NEW_STORYLINE, rng, 28) for i in range(6)]
+    kinds: list[str] = []
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}", timeout=60) as c:
 
@@ -369,11 +372,13 @@ async def test_events_stream_announces_an_emerged_storyline(system: System) -> N
                     async for kind, data in sse_events(r):
                         if kind == "ready":
                             await system.publish(docs, "space")
-                        elif kind == "emerged" and set(data["top_entities"]) & {
+                            continue
+                        kinds.append(kind)
+                        if kind == "headline" and set(data["top_entities"]) & {
                             n.upper() for n in NEW_STORYLINE
                         }:
                             return dict(data)
-                raise AssertionError("the stream ended without an emerged event")
+                raise AssertionError("the stream ended without a headline")
 
             event = await asyncio.wait_for(listen(), 180)
             # both stream workers' watchdogs report in, alive and without failures
@@ -382,9 +387,15 @@ async def test_events_stream_announces_an_emerged_storyline(system: System) -> N
         server.stop()
     assert {w["group"] for w in workers if w["alive"] and w["checks"] > 0} == {"graph", "vectors"}
     assert not [w for w in workers if w["failures"]], workers
-    assert event["level"] == 0 and event["size"] >= 3
+    assert set(kinds) == {"headline"}, kinds  # no raw lineage events by default
     assert {entity_key(n) for n in event["top_entities"]} <= keys_of(NEW_STORYLINE)
-    assert event["snapshot_version"] > 0
+    why = event["why"]
+    assert why["documents"] == 6 and why["until"] == "1987-03-28", why
+    assert why["mentions_before"] == 0 and why["expected_documents"] == 0, why
+    assert {entity_key(e["title"]) for e in event["new_entities"]} <= keys_of(NEW_STORYLINE)
+    assert event["new_entities"], event
+    assert {d["id"] for d in event["top_documents"]} <= {d["id"] for d in docs}
+    assert event["rank"] >= 1 and event["snapshot_version"] > 0
 
 
 async def test_reader_never_saw_a_half_written_snapshot(system: System) -> None:
