@@ -98,3 +98,20 @@ class TestDocumentTime:
     def test_bad_window_is_rejected(self) -> None:
         with pytest.raises(EmergingError):
             emerging_scores(histories(), window_days=0)
+
+
+def test_a_baseline_compares_shares_of_the_news_not_counts() -> None:
+    # the whole news triples in the last week: a storyline that triples with it keeps its
+    # share (score near 0 with the baseline, a surge without it); one that grows ten-fold
+    # still surges
+    base = weekly([1000] * 9 + [3000])
+    h = {"with-the-news": weekly([70] * 9 + [210]), "ten-fold": weekly([14] * 9 + [140])}
+    plain = emerging_scores(h, window_days=7)
+    shared = emerging_scores(h, window_days=7, baseline=base)
+    assert plain["with-the-news"].score > 1.0
+    assert abs(shared["with-the-news"].score) < 0.1
+    assert shared["with-the-news"].expected == pytest.approx(210, rel=0.02)
+    assert shared["ten-fold"].score > 2.0
+    # a baseline with nothing before the window leaves the time rate
+    late = emerging_scores(h, window_days=7, baseline=weekly([0] * 9 + [3000]))
+    assert late["with-the-news"].expected == plain["with-the-news"].expected
