@@ -149,13 +149,13 @@ def in_window(daily: Daily, since: date, end: date) -> int:
     return sum(n for d, n in daily if since <= d <= end)
 
 
-def totals(nodes: Iterable[StoryNode]) -> Daily:
-    """The whole graph's mentions per day: the top level's communities cover every member."""
+def totals(dailies: Iterable[Daily]) -> Daily:
+    """Mentions per day summed; of the top level's communities, which cover every member,
+    the whole graph's."""
     tally: Counter[date] = Counter()
-    for node in nodes:
-        if node.level == 0:
-            for d, n in node.daily:
-                tally[d] += n
+    for daily in dailies:
+        for d, n in daily:
+            tally[d] += n
     return tuple(sorted(tally.items()))
 
 
@@ -163,7 +163,7 @@ def score_nodes(
     nodes: Sequence[StoryNode], since: date, end: date, baseline: Daily | None = None
 ) -> dict[int, EmergingScore]:
     """Each community's emerging score in ``since`` .. ``end`` on shares of the news."""
-    base = totals(nodes) if baseline is None else baseline
+    base = totals(n.daily for n in nodes if n.level == 0) if baseline is None else baseline
     histories = {str(n.community): [(_noon(d), c) for d, c in n.daily if d <= end] for n in nodes}
     scored = emerging_scores(
         histories,
@@ -419,6 +419,19 @@ def daily_from_iso(points: Iterable[tuple[str, int]]) -> Daily:
 
 def window_back(end: date, days: int) -> date:
     return end - timedelta(days=max(days, 1) - 1)
+
+
+def window_nodes(
+    communities: Sequence[SnapshotCommunity],
+    documents: Mapping[int, int],
+    report_titles: Mapping[int, str] | None = None,
+) -> tuple[list[StoryNode], Daily]:
+    """The fold nodes of the community rows the window's documents mention (every other
+    community is left out of the ranking anyway, and an ancestor of one is mentioned too),
+    and the baseline: the whole graph's mentions per day, from the top level's rows."""
+    baseline = totals(daily_from_iso(c.mentions_per_day) for c in communities if c.level == 0)
+    mentioned = [c for c in communities if documents.get(c.community, 0) > 0]
+    return nodes_of(mentioned, report_titles), baseline
 
 
 def nodes_of(

@@ -14,7 +14,7 @@ listed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import date, timedelta
 from typing import Any
@@ -27,6 +27,7 @@ from graph.storylines import (
     TopDocument,
     describe,
     fold,
+    totals,
     window_documents,
 )
 from query.index import QueryIndex
@@ -162,12 +163,15 @@ class IndexStories:
         return d.title if d is not None else document
 
 
-def story_nodes(index: QueryIndex) -> list[StoryNode]:
-    """The fold's view of the index's communities; report titles only in LLM mode (an
-    offline report's title is a list of names, which the storyline title beats)."""
+def story_nodes(index: QueryIndex, documents: Mapping[int, int]) -> list[StoryNode]:
+    """The fold's view of the communities the window's documents mention; report titles
+    only in LLM mode (an offline report's title is a list of names, which the storyline
+    title beats)."""
     llm = index.meta.mode == "llm"
     out = []
     for n, c in index.communities.items():
+        if documents.get(n, 0) <= 0:
+            continue
         report = index.reports.get(n)
         titled = report is not None and (llm or report.mode == "llm")
         out.append(
@@ -208,13 +212,16 @@ def trending_communities(
         end,
     )
     rows = fold(
-        story_nodes(index),
+        story_nodes(index, documents),
         since,
         end,
         limit=limit,
         level=level,
         documents=documents,
         distinct=distinct,
+        baseline=totals(
+            index.community_daily.get(n, ()) for n, c in index.communities.items() if c.level == 0
+        ),
     )
     lookup = IndexStories(index)
     out = []

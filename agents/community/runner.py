@@ -75,9 +75,9 @@ from graph.storylines import (
     describe,
     fold,
     newsworthy,
-    nodes_of,
     window_back,
     window_documents,
+    window_nodes,
 )
 from graph.summaries import SummaryRequest, summaries_needed
 from offline.report import write_offline_report
@@ -748,10 +748,11 @@ class Runner:
         return out
 
     def _headlines(self, rows: Sequence[SnapshotCommunity], version: int) -> list[dict[str, Any]]:
-        """The run's headline digest: at most ``community.headlines_per_run`` storylines that
-        emerged or surged in the last ``headline_window_days`` of document time
-        (``graph.storylines``), best first, each with why. A storyline headlined before is
-        left out until its documents in the window grow by ``headline_regrowth`` since."""
+        """The run's headline digest: of the ``community.headlines_per_run`` best storylines
+        that emerged or surged in the last ``headline_window_days`` of document time
+        (``graph.storylines``), those not headlined before, each with why; one headlined
+        before is left out until its documents in the window grow by ``headline_regrowth``
+        since. Only the communities the window's documents mention are scored."""
         cfg, state = self.settings.community, self.state
         newest = newest_time(state.view)
         live = {c.id for c in rows}
@@ -787,18 +788,21 @@ class Runner:
             since,
             end,
         )
+        nodes, baseline = window_nodes(rows, documents, llm_titles)
         ranked = fold(
-            nodes_of(rows, llm_titles),
+            nodes,
             since,
             end,
             limit=cfg.headlines_per_run * 5,
             documents=documents,
+            baseline=baseline,
         )
+        front = newsworthy(
+            ranked, min_documents=cfg.headline_min_documents, min_ratio=cfg.headline_min_ratio
+        )[: cfg.headlines_per_run]
         lookup = ViewStories(state.view)
         out: list[dict[str, Any]] = []
-        for row in newsworthy(
-            ranked, min_documents=cfg.headline_min_documents, min_ratio=cfg.headline_min_ratio
-        ):
+        for rank, row in enumerate(front, 1):
             ids = (row.node.id, *row.folded)
             before = max((state.headlined.get(i, 0) for i in ids), default=0)
             if before and row.documents < before * (1.0 + cfg.headline_regrowth):
@@ -810,7 +814,7 @@ class Runner:
             out.append(
                 {
                     "kind": "headline",
-                    "rank": len(out) + 1,
+                    "rank": rank,  # its place among the run's newsworthy storylines
                     "community_id": row.node.id,
                     "community": row.node.community,
                     "level": row.node.level,
@@ -835,8 +839,6 @@ class Runner:
                     "newest_document_time": newest,
                 }
             )
-            if len(out) == cfg.headlines_per_run:
-                break
         return out
 
     async def _confirm_aliases(self, resolution: Resolution) -> None:
