@@ -427,6 +427,26 @@ async def test_trends_rank_the_planted_burst_first(client: httpx.AsyncClient) ->
     assert {e["title"] for e in body["new_entities"]} >= {"Orbital Sciences", "Cape Canaveral"}
 
 
+async def test_trends_show_each_storyline_once(client: httpx.AsyncClient) -> None:
+    """Communities 3 and 7 (its child, with all of its members) are one storyline: one row,
+    the other level reachable from it, and no two rows share a member."""
+    body = (await client.get("/v1/trends", params={"since": "1987-01-01"})).json()
+    rows = body["communities"]
+    launch = [r for r in rows if r["community"] in (3, 7)]
+    assert len(launch) == 1 and len(launch[0]["folded"]) == 1
+    members = []
+    for r in rows:
+        view = (await client.get(f"/v1/communities/{r['community']}")).json()
+        members.append({m["key"] for m in view["members"]})
+    assert all(a.isdisjoint(b) for i, a in enumerate(members) for b in members[i + 1 :])
+    listed = (await client.get("/v1/communities", params={"since": "1987-01-01"})).json()
+    assert [c["community"] for c in listed["communities"]] == [r["community"] for r in rows]
+    every = (
+        await client.get("/v1/communities", params={"since": "1987-01-01", "fold": "false"})
+    ).json()
+    assert {c["community"] for c in every["communities"]} >= {3, 7}
+
+
 async def test_entity_and_community_views(client: httpx.AsyncClient) -> None:
     volcker = (await client.get("/v1/entities/Paul Volcker")).json()
     assert volcker["type"] == "person" and volcker["communities"] == {"0": 2, "1": 6}

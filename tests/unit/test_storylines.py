@@ -235,6 +235,9 @@ async def test_headlines_are_bounded_per_run(tmp_path: Path) -> None:
             world.say(f"{story}-{i}", [(a, a), (b, b)], [(a, b, f"{a} and {b}")], day="1987-03-09")
     run = await job.run(world.view)
     assert len(run["headlines"]) == 1
+    # the next run does not work down the list: the other storyline is not on the front page
+    world.say("quiet", [("Vega A 2", "Vega A 2 opened a branch.")], day="1987-03-02")
+    assert (await job.run(world.view))["headlines"] == []
     off = await steady_job(tmp_path / "off", headlines_per_run=0)
     for i in range(4):
         a, b = "Aurora Alpha", f"Aurora Beta {i}"
