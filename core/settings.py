@@ -301,6 +301,13 @@ class CommunitySettings(BaseModel):
         description="How many times what its earlier share of the news predicts a storyline's "
         "documents in the window must be to be a headline (one new in the window always is)",
     )
+    headline_min_significance: float = Field(
+        10.83,
+        ge=0.0,
+        description="How unlikely by chance a storyline's surge must be to be a headline: the "
+        "Poisson likelihood-ratio statistic of its documents against expected (10.83: p < "
+        "0.001); headlines are ranked by it",
+    )
     headline_regrowth: float = Field(
         0.5,
         ge=0.0,

@@ -112,6 +112,15 @@ class Storyline:
         """Documents in the window against what its earlier share predicts (priors of 1)."""
         return (self.documents + 1.0) / (self.expected_documents + 1.0)
 
+    @property
+    def significance(self) -> float:
+        """How unlikely its documents in the window are by chance: the Poisson likelihood-
+        ratio statistic G = 2 (x ln(x / λ) − (x − λ)) of x documents where λ were expected
+        (both with the priors of ``ratio``), 0 below expectation. G follows a chi-square
+        with one degree of freedom: above 10.83 the surge has p < 0.001."""
+        x, lam = self.documents + 1.0, self.expected_documents + 1.0
+        return 2.0 * (x * math.log(x / lam) - (x - lam)) if x > lam else 0.0
+
 
 @dataclass(frozen=True, slots=True)
 class StoryDetail:
@@ -396,15 +405,24 @@ def describe(
 
 
 def newsworthy(
-    rows: Iterable[Storyline], *, min_documents: int, min_ratio: float
+    rows: Iterable[Storyline],
+    *,
+    min_documents: int,
+    min_ratio: float,
+    min_significance: float = 0.0,
 ) -> list[Storyline]:
     """Rows that emerged (no earlier share) or surged (``min_ratio`` × their share), in at
-    least ``min_documents`` documents of the window, best first."""
-    return [
+    least ``min_documents`` documents of the window, with a surge at least
+    ``min_significance`` (``Storyline.significance``), the most significant first."""
+    found = [
         r
         for r in rows
-        if r.documents >= min_documents and r.score > 0 and (r.earlier == 0 or r.ratio >= min_ratio)
+        if r.documents >= min_documents
+        and r.score > 0
+        and (r.earlier == 0 or r.ratio >= min_ratio)
+        and r.significance >= min_significance
     ]
+    return sorted(found, key=lambda r: -r.significance)
 
 
 def daily_from_iso(points: Iterable[tuple[str, int]]) -> Daily:

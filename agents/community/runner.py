@@ -798,7 +798,10 @@ class Runner:
             baseline=baseline,
         )
         front = newsworthy(
-            ranked, min_documents=cfg.headline_min_documents, min_ratio=cfg.headline_min_ratio
+            ranked,
+            min_documents=cfg.headline_min_documents,
+            min_ratio=cfg.headline_min_ratio,
+            min_significance=cfg.headline_min_significance,
         )[: cfg.headlines_per_run]
         lookup = ViewStories(state.view)
         out: list[dict[str, Any]] = []
@@ -826,6 +829,7 @@ class Runner:
                         "documents": row.documents,
                         "expected_documents": round(row.expected_documents, 2),
                         "ratio": round(row.ratio, 2),
+                        "significance": round(row.significance, 1),
                         "mentions": row.recent,
                         "mentions_before": row.earlier,
                         "score": round(row.score, 3),

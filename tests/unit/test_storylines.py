@@ -10,6 +10,7 @@ from pathlib import Path
 
 from graph.lineage import kinds_shown
 from graph.storylines import (
+    Storyline,
     StoryNode,
     describe,
     fold,
@@ -203,7 +204,7 @@ async def test_the_job_headlines_a_new_storyline_once_until_it_grows(tmp_path: P
             day=day,
         )
 
-    for i in range(4):
+    for i in range(6):  # six articles on a brand-new storyline: significant (G 15.2)
         article(i, "1987-03-09")
     first = await job.run(world.view)
     assert not [e for e in first["events"] if e["kind"] == "headline"]  # beside the events
@@ -211,26 +212,29 @@ async def test_the_job_headlines_a_new_storyline_once_until_it_grows(tmp_path: P
     assert len(headlines) == 1, headlines
     h = headlines[0]
     assert h["rank"] == 1 and not h["why"]["again"]
-    assert h["why"]["documents"] == 4 and h["why"]["expected_documents"] == 0
+    assert h["why"]["documents"] == 6 and h["why"]["expected_documents"] == 0
+    assert h["why"]["significance"] > 10.83
     assert (h["why"]["since"], h["why"]["until"]) == ("1987-03-07", "1987-03-09")
-    assert {d["id"] for d in h["top_documents"]} == {f"space-{i}" for i in range(4)}
+    assert {d["id"] for d in h["top_documents"]} <= {f"space-{i}" for i in range(6)}
+    assert len(h["top_documents"]) == 5
     assert {e["title"] for e in h["new_entities"]} <= set(names) and h["new_entities"]
 
     # nothing new about it: no headline; one more article is not growth enough
     world.say("quiet", [("Vega A 2", "Vega A 2 opened a branch.")], day="1987-03-02")
     assert not (await job.run(world.view))["headlines"]
-    article(4, "1987-03-09")
+    article(6, "1987-03-09")
     assert not (await job.run(world.view))["headlines"]
     # half as many documents again: headlined again, saying so
-    article(5, "1987-03-09")
+    article(7, "1987-03-09")
+    article(8, "1987-03-09")
     again = (await job.run(world.view))["headlines"]
-    assert len(again) == 1 and again[0]["why"]["again"] and again[0]["why"]["documents"] == 6
+    assert len(again) == 1 and again[0]["why"]["again"] and again[0]["why"]["documents"] == 9
 
 
 async def test_headlines_are_bounded_per_run(tmp_path: Path) -> None:
     world, job = await steady_job(tmp_path, headlines_per_run=1)
     for story in ("Aurora", "Borealis"):
-        for i in range(4):
+        for i in range(6):
             a, b = f"{story} Alpha", f"{story} Beta {i}"
             world.say(f"{story}-{i}", [(a, a), (b, b)], [(a, b, f"{a} and {b}")], day="1987-03-09")
     run = await job.run(world.view)
@@ -239,7 +243,7 @@ async def test_headlines_are_bounded_per_run(tmp_path: Path) -> None:
     world.say("quiet", [("Vega A 2", "Vega A 2 opened a branch.")], day="1987-03-02")
     assert (await job.run(world.view))["headlines"] == []
     off = await steady_job(tmp_path / "off", headlines_per_run=0)
-    for i in range(4):
+    for i in range(6):
         a, b = "Aurora Alpha", f"Aurora Beta {i}"
         off[0].say(f"aurora-{i}", [(a, a), (b, b)], [(a, b, f"{a} and {b}")], day="1987-03-09")
     assert not (await off[1].run(off[0].view))["headlines"]
@@ -272,3 +276,21 @@ def test_watch_prints_a_headline_with_why() -> None:
     assert text.startswith("headline") and "#2 Bank of Japan, Satoshi Sumita: Discount Rate" in text
     assert "28 articles 1987-03-24..1987-03-26, 3.8 expected (x6.0)" in text
     assert "new: Chris Bourdain" in text and "1987-03-25  JAPAN CUTS RATE (reuters-9)" in text
+
+
+def test_a_headline_surge_must_be_unlikely_by_chance() -> None:
+    def row(documents: int, expected: float) -> Storyline:
+        return Storyline(STEADY, 1.0, documents, 10, expected, documents, expected)
+
+    # four articles on a brand-new storyline could be chance (G 8.1), five are not (G 11.5)
+    assert 8.0 < row(4, 0.0).significance < 10.83 < row(5, 0.0).significance < 12.0
+    # a big storyline at twice its share is more significant than a small one at six times
+    assert row(60, 29.0).significance > row(6, 0.0).significance
+    assert row(5, 9.0).significance == 0.0  # below expectation
+    found = newsworthy(
+        [row(6, 0.0), row(4, 0.0), row(60, 29.0)],
+        min_documents=3,
+        min_ratio=1.5,
+        min_significance=10.83,
+    )
+    assert [r.documents for r in found] == [60, 6]

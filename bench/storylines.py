@@ -1,0 +1,335 @@
+"""Storylines bench: are the top trend rows distinct stories, and are the headlines news?
+
+Usage: ``.venv/bin/python bench/storylines.py [--split 1987-03-24] [--keep]``
+
+On the local Kafka and Weaviate (``kgrag services up``; reused, never stopped), offline mode,
+default settings: a fresh namespace, ``kgrag worker`` and ``kgrag api`` as subprocesses, as a
+user runs them. The worker indexes every Reuters dev article published before ``--split``
+(23 March 1987 and earlier); once a community run holds them all and every stage has caught
+up, the articles of the split day onwards (24–26 March, the new window) are published, and
+the bench waits for a run holding everything. Then:
+
+* **Surging groups** (ground truth, from the gold topics alone): topics are grouped
+  (currency = money-fx, dlr, yen, stg, dmk; grain = grain, wheat, corn, barley, rice,
+  sorghum, oilseed, soybean; energy = crude, nat-gas, gas, fuel; every other topic its own
+  group); a group's ratio is its share of the window's articles over its share of the
+  articles before; the surging groups are the top 3 by ratio among groups with at least 5
+  articles in the window.
+* **Trend rows**: ``GET /v1/trends?since=<split>&until=<last day>&limit=10``. A row's group is
+  the dominant group of its top documents' gold topics (most articles; ties by name; "-"
+  when they carry none). ``top5_covered``: how many surging groups the top 5 rows cover.
+  ``duplicates_in_top10``: pairs of top-10 rows sharing more than half of the members of
+  the smaller of the two (stricter than "of both": a row nested in another counts).
+* **Headlines**: every ``headline`` event the community runs published on the
+  community-events topic after the window began (the runs that took the window's articles;
+  a storyline is headlined again only when it grows further, so the final run alone may hold
+  few), each with its group (of its top documents). ``headline_precision``: the share whose
+  group has a ratio of at least 1.5. ``events_raw``: the lineage and alias events published
+  over the same runs, for scale.
+
+What it does not model: gold topics describe articles, not stories (a storyline about one
+company's takeover is "acq" like every other takeover); the window is three days of a
+month of news. Skips cleanly (exit 0) when the data file is absent. Writes
+bench/results/storylines.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx
+import orjson
+
+from bench.freshness import api_ready, caught_up, start_api
+from bench.live import drop_collections, free_port, start_worker, stop, wait_ready
+from bench.results_io import (
+    RESULTS,
+    REUTERS_DEV,
+    ROOT,
+    machine,
+    now_iso,
+    print_targets,
+    read_jsonl,
+    target,
+    write_result,
+)
+from core.graph_tables import open_graph_store
+from core.publish import publish
+from core.settings import Settings, load_settings
+from query.index import QueryIndex
+from query.sse import event_feed
+from streams.admin import delete_namespace_topics, ensure_topics
+
+CACHE = ROOT / "bench" / ".cache" / "storylines"
+GROUPS = {
+    "currency": ("money-fx", "dlr", "yen", "stg", "dmk"),
+    "grain": ("grain", "wheat", "corn", "barley", "rice", "sorghum", "oilseed", "soybean"),
+    "energy": ("crude", "nat-gas", "gas", "fuel"),
+}
+GROUP_OF = {t: g for g, topics in GROUPS.items() for t in topics}
+MIN_WINDOW_ARTICLES = 5
+SURGING = 3
+PRECISE_RATIO = 1.5
+
+
+# ---- ground truth ----
+
+
+def groups_of(article: Mapping[str, Any]) -> set[str]:
+    return {GROUP_OF.get(t, t) for t in article.get("topics", ())}
+
+
+def surging_groups(
+    before: Sequence[Mapping[str, Any]], window: Sequence[Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Every group with at least ``MIN_WINDOW_ARTICLES`` articles in the window: its share
+    there over its share before (a group absent before counts half an article)."""
+    was = Counter(g for a in before for g in groups_of(a))
+    now = Counter(g for a in window for g in groups_of(a))
+    out = {}
+    for g, n in now.items():
+        if n >= MIN_WINDOW_ARTICLES:
+            ratio = (n / len(window)) / (max(was[g], 0.5) / len(before))
+            out[g] = {"ratio": round(ratio, 3), "window": n, "before": was[g]}
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1]["ratio"], kv[0])))
+
+
+def dominant_group(documents: Iterable[str], topics: Mapping[str, set[str]]) -> str:
+    counted = Counter(g for d in documents for g in topics.get(d, ()))
+    if not counted:
+        return "-"
+    return min(counted.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+
+
+def duplicate_pairs(members: Sequence[frozenset[str]]) -> list[tuple[int, int]]:
+    """Pairs (by position) sharing more than half of the smaller one's members."""
+    return [
+        (i, j)
+        for i in range(len(members))
+        for j in range(i + 1, len(members))
+        if len(members[i] & members[j]) > 0.5 * min(len(members[i]), len(members[j]))
+    ]
+
+
+# ---- the live system ----
+
+
+@contextlib.asynccontextmanager
+async def namespace(base: Settings, keep: bool) -> AsyncIterator[Settings]:
+    name = f"bench-story-{int(time.time()) % 1_000_000:06d}"
+    settings = base.model_copy(update={"namespace": name, "data_dir": CACHE / name})
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    await ensure_topics(settings)
+    try:
+        yield settings
+    finally:
+        if not keep:
+            await delete_namespace_topics(settings)
+            await drop_collections(settings)
+
+
+async def publish_file(settings: Settings, name: str, rows: Sequence[dict[str, Any]]) -> None:
+    path = CACHE / f"{settings.namespace}-{name}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(orjson.dumps(d) + b"\n" for d in rows))
+    await publish(settings, path)
+
+
+async def events_after(settings: Settings, version: int) -> list[dict[str, Any]]:
+    """Every community event of a graph version after ``version``, read from the topic's
+    beginning until it has been quiet for three polls."""
+    out: list[dict[str, Any]] = []
+    quiet = 0
+    feed = event_feed(settings, start="earliest", poll_s=1.0)
+    async with contextlib.aclosing(feed):
+        ready = False
+        async for batch in feed:
+            if not ready:  # the first batch only says the start offsets are fixed
+                ready = True
+                continue
+            quiet = 0 if batch else quiet + 1
+            if quiet >= 3:
+                break
+            out += [
+                e.payload for e in batch if int(e.payload.get("snapshot_version") or 0) > version
+            ]
+    return out
+
+
+async def trends(url: str, since: str, until: str) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=url, timeout=120) as c:
+        r = await c.get("/v1/trends", params={"since": since, "until": until, "limit": 10})
+        r.raise_for_status()
+        return dict(r.json())
+
+
+# ---- the run ----
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    rows = sorted(read_jsonl(REUTERS_DEV), key=lambda a: (str(a["published_at"]), a["id"]))
+    before = [a for a in rows if str(a["published_at"])[:10] < args.split]
+    window = [a for a in rows if str(a["published_at"])[:10] >= args.split]
+    until = str(window[-1]["published_at"])[:10]
+    topics = {str(a["id"]): groups_of(a) for a in rows}
+    surging_all = surging_groups(before, window)
+    surging = dict(list(surging_all.items())[:SURGING])
+    print("surging groups:", {g: v["ratio"] for g, v in surging.items()}, flush=True)
+    base = load_settings()
+    seconds: dict[str, float] = {}
+    async with namespace(base, args.keep) as settings:
+        started_at = time.time()
+        worker = start_worker(settings, {})
+        api = None
+        try:
+            await wait_ready(settings, worker, timeout=300)
+            await publish_file(settings, "before", before)
+            seconds["index_before"] = round(
+                await caught_up(settings, len(before), timeout=3600, worker_started_at=started_at),
+                1,
+            )
+            print(f"indexed {len(before)} articles before {args.split}", flush=True)
+            last_before = open_graph_store(settings).latest_version() or 0
+            t = time.monotonic()
+            await publish_file(settings, "window", window)
+            await caught_up(settings, len(rows), timeout=3600, worker_started_at=started_at)
+            seconds["index_window"] = round(time.monotonic() - t, 1)
+            print(f"indexed {len(window)} articles {args.split}..{until}", flush=True)
+            port = free_port()
+            api = start_api(settings, port)
+            url = f"http://127.0.0.1:{port}"
+            await api_ready(url)
+            t = time.monotonic()
+            answer = await trends(url, args.split, until)
+            seconds["trends_request"] = round(time.monotonic() - t, 2)
+            events = await events_after(settings, last_before)
+            store = open_graph_store(settings, for_queries=True)
+            index = QueryIndex.read(store, int(answer["snapshot_version"]))
+        finally:
+            stop(api, worker)
+    return summarise(answer, events, index, topics, surging, surging_all, seconds, args, until)
+
+
+def summarise(
+    answer: Mapping[str, Any],
+    events: Sequence[Mapping[str, Any]],
+    index: QueryIndex,
+    topics: Mapping[str, set[str]],
+    surging: Mapping[str, Any],
+    surging_all: Mapping[str, Any],
+    seconds: Mapping[str, float],
+    args: argparse.Namespace,
+    until: str,
+) -> dict[str, Any]:
+    rows = list(answer["communities"])
+    shown = []
+    for r in rows:
+        docs = [d["id"] for d in r["top_documents"]]
+        shown.append(
+            {
+                "title": r["title"],
+                "community": r["community"],
+                "level": r["level"],
+                "group": dominant_group(docs, topics),
+                "documents": r["documents"],
+                "expected_documents": r["expected_documents"],
+                "score": round(r["score"], 3),
+                "top_documents": [f"{d['id']}: {d['title']}" for d in r["top_documents"]],
+                "folded": len(r["folded"]),
+                "within": len(r["within"]),
+            }
+        )
+    members = [frozenset(index.communities[r["community"]].entity_ids) for r in rows[:10]]
+    pairs = duplicate_pairs(members)
+    top5 = [s["group"] for s in shown[:5]]
+    covered = len(set(surging) & set(top5))
+    precise = {g for g, v in surging_all.items() if v["ratio"] >= PRECISE_RATIO}
+    headlines: list[dict[str, Any]] = []
+    for e in events:
+        if e.get("kind") == "headline":
+            docs = [d["id"] for d in e.get("top_documents", [])]
+            headlines.append(
+                {
+                    "title": e.get("title"),
+                    "rank": e.get("rank"),
+                    "snapshot_version": e.get("snapshot_version"),
+                    "group": dominant_group(docs, topics),
+                    "why": e.get("why"),
+                    "top_documents": docs,
+                }
+            )
+    final = max((int(h["snapshot_version"] or 0) for h in headlines), default=None)
+    good = sum(1 for h in headlines if h["group"] in precise)
+    raw = Counter(str(e.get("kind")) for e in events if e.get("kind") != "headline")
+    result: dict[str, Any] = {
+        "bench": "storylines",
+        "date": now_iso(),
+        "machine": machine("cpu", "nproc", "memory_gib", "python", "load_average_at_start"),
+        "data": str(REUTERS_DEV),
+        "mode": "offline",
+        "split": args.split,
+        "until": until,
+        "surging": surging,
+        "groups_by_ratio": surging_all,
+        "top5_groups": top5,
+        "top5_covered": covered,
+        "duplicates_in_top10": len(pairs),
+        "duplicate_pairs": pairs,
+        "rows": shown,
+        "headlines": headlines,
+        "headlines_final_run": sum(1 for h in headlines if h["snapshot_version"] == final),
+        "headline_groups_precise": sorted(precise),
+        "headline_precision": round(good / len(headlines), 3) if headlines else 0.0,
+        "events_raw": sum(raw.values()),
+        "events_raw_by_kind": dict(raw.most_common()),
+        "seconds": dict(seconds),
+    }
+    result["targets"] = {
+        "top5_covered": target(covered, 2, ">="),
+        "duplicates_in_top10": target(len(pairs), 0, "<="),
+        "headline_precision": target(result["headline_precision"], 0.6, ">="),
+    }
+    return result
+
+
+def _print(r: Mapping[str, Any]) -> None:
+    print(f"surging: {r['surging']}")
+    for i, s in enumerate(r["rows"], 1):
+        print(
+            f"{i:2d}. [{s['group']}] {s['title']} (L{s['level']}, {s['documents']} docs, "
+            f"expected {s['expected_documents']})"
+        )
+    print(f"headlines ({len(r['headlines'])}, precision {r['headline_precision']}):")
+    for h in r["headlines"]:
+        print(f"  v{h['snapshot_version']} #{h['rank']} [{h['group']}] {h['title']}")
+    print(f"raw events in the window: {r['events_raw']} {r['events_raw_by_kind']}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--split", default="1987-03-24", help="first day of the new window")
+    parser.add_argument("--keep", action="store_true", help="leave the namespace in place")
+    args = parser.parse_args()
+    if not REUTERS_DEV.exists():
+        print(f"skipped: {REUTERS_DEV} is absent")
+        return 0
+    result = asyncio.run(main_async(args))
+    _print(result)
+    path = RESULTS / "storylines.json"
+    write_result(path, result)
+    print_targets(result, path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
