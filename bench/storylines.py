@@ -268,6 +268,7 @@ def summarise(
                     "top_documents": docs,
                 }
             )
+    headlines.sort(key=lambda h: (int(h["snapshot_version"] or 0), int(h["rank"] or 0)))
     final = max((int(h["snapshot_version"] or 0) for h in headlines), default=None)
     good = sum(1 for h in headlines if h["group"] in precise)
     raw = Counter(str(e.get("kind")) for e in events if e.get("kind") != "headline")
