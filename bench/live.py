@@ -152,17 +152,21 @@ async def drop_collections(settings: Settings) -> None:
 
 
 @contextlib.asynccontextmanager
-async def fresh_namespace(base: Settings, prefix: str, workdir: Path) -> AsyncIterator[Settings]:
+async def fresh_namespace(
+    base: Settings, prefix: str, workdir: Path, *, keep: bool = False
+) -> AsyncIterator[Settings]:
     """Settings for a new namespace ``<prefix>-<6 hex digits>`` with its topics made and its
-    data under ``workdir``; its topics and Weaviate collections are dropped on the way out."""
+    data under ``workdir``; its topics and Weaviate collections are dropped on the way out
+    unless ``keep``."""
     namespace = f"{prefix}-{uuid.uuid4().hex[:6]}"
     settings = base.model_copy(update={"namespace": namespace, "data_dir": workdir / namespace})
     await ensure_topics(settings)
     try:
         yield settings
     finally:
-        await delete_namespace_topics(settings)
-        await drop_collections(settings)
+        if not keep:
+            await delete_namespace_topics(settings)
+            await drop_collections(settings)
 
 
 async def wait_ready(settings: Settings, proc: subprocess.Popen[bytes], timeout: float) -> None:

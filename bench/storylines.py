@@ -41,7 +41,7 @@ import contextlib
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ import httpx
 import orjson
 
 from bench.freshness import api_ready, caught_up, start_api
-from bench.live import drop_collections, free_port, start_worker, stop, wait_ready
+from bench.live import free_port, fresh_namespace, start_worker, stop, wait_ready
 from bench.results_io import (
     RESULTS,
     REUTERS_DEV,
@@ -68,7 +68,6 @@ from core.publish import publish
 from core.settings import Settings, load_settings
 from query.index import QueryIndex
 from query.sse import event_feed
-from streams.admin import delete_namespace_topics, ensure_topics
 
 CACHE = ROOT / "bench" / ".cache" / "storylines"
 GROUPS = {
@@ -124,20 +123,6 @@ def duplicate_pairs(members: Sequence[frozenset[str]]) -> list[tuple[int, int]]:
 # ---- the live system ----
 
 
-@contextlib.asynccontextmanager
-async def namespace(base: Settings, keep: bool) -> AsyncIterator[Settings]:
-    name = f"bench-story-{int(time.time()) % 1_000_000:06d}"
-    settings = base.model_copy(update={"namespace": name, "data_dir": CACHE / name})
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    await ensure_topics(settings)
-    try:
-        yield settings
-    finally:
-        if not keep:
-            await delete_namespace_topics(settings)
-            await drop_collections(settings)
-
-
 async def publish_file(settings: Settings, name: str, rows: Sequence[dict[str, Any]]) -> None:
     path = CACHE / f"{settings.namespace}-{name}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -187,7 +172,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     print("surging groups:", {g: v["ratio"] for g, v in surging.items()}, flush=True)
     base = load_settings()
     seconds: dict[str, float] = {}
-    async with namespace(base, args.keep) as settings:
+    async with fresh_namespace(base, "bench-story", CACHE, keep=args.keep) as settings:
         started_at = time.time()
         worker = start_worker(settings, {})
         api = None
