@@ -381,11 +381,22 @@ async def test_events_stream_headlines_an_emerged_storyline(system: System) -> N
                 raise AssertionError("the stream ended without a headline")
 
             event = await asyncio.wait_for(listen(), 180)
-            # both stream workers' watchdogs report in, alive and without failures
-            workers = (await c.get("/healthz")).json()["workers"]
+
+            # both stream workers' watchdogs report in (each checks on its own period),
+            # alive and without failures
+            async def checked_in() -> list[dict[str, Any]]:
+                while True:
+                    workers = list((await c.get("/healthz")).json()["workers"])
+                    if {w["group"] for w in workers if w["alive"] and w["checks"] > 0} == {
+                        "graph",
+                        "vectors",
+                    }:
+                        return workers
+                    await asyncio.sleep(1)
+
+            workers = await asyncio.wait_for(checked_in(), 120)
     finally:
         server.stop()
-    assert {w["group"] for w in workers if w["alive"] and w["checks"] > 0} == {"graph", "vectors"}
     assert not [w for w in workers if w["failures"]], workers
     assert set(kinds) == {"headline"}, kinds  # no raw lineage events by default
     assert {entity_key(n) for n in event["top_entities"]} <= keys_of(NEW_STORYLINE)
