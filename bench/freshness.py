@@ -38,7 +38,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -49,8 +48,8 @@ import httpx
 import orjson
 
 from bench.live import (
-    drop_collections,
     free_port,
+    fresh_namespace,
     log_path,
     peak_rss_mb,
     service_pids,
@@ -75,7 +74,6 @@ from core.job_status import read_status
 from core.lag import pipeline_lag
 from core.publish import publish
 from core.settings import Settings, load_settings
-from streams.admin import delete_namespace_topics, ensure_topics
 
 POLL_S = 0.1
 QUIET_S = 15.0  # the warm index is settled when no version came for this long
@@ -115,20 +113,6 @@ def pct(values: list[float], q: float) -> float:
 
 
 # ---- the live system ----
-
-
-@contextlib.asynccontextmanager
-async def namespace(base: Settings, reuse: str | None, keep: bool) -> AsyncIterator[Settings]:
-    name = reuse or f"bench-fresh-{uuid.uuid4().hex[:6]}"
-    settings = base.model_copy(update={"namespace": name, "data_dir": CACHE / name})
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    await ensure_topics(settings)
-    try:
-        yield settings
-    finally:
-        if not keep:
-            await delete_namespace_topics(settings)
-            await drop_collections(settings)
 
 
 async def caught_up(
@@ -233,7 +217,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     rows = read_jsonl(REUTERS_DEV, args.warm + args.probes)
     warm, probes = rows[: args.warm], rows[args.warm :]
     base = load_settings()
-    async with namespace(base, args.reuse, args.keep) as settings:
+    async with fresh_namespace(
+        base, "bench-fresh", CACHE, keep=args.keep, reuse=args.reuse
+    ) as settings:
         worker_started_at = time.time()
         worker = start_worker(settings, {})
         api = None

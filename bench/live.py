@@ -153,13 +153,14 @@ async def drop_collections(settings: Settings) -> None:
 
 @contextlib.asynccontextmanager
 async def fresh_namespace(
-    base: Settings, prefix: str, workdir: Path, *, keep: bool = False
+    base: Settings, prefix: str, workdir: Path, *, keep: bool = False, reuse: str | None = None
 ) -> AsyncIterator[Settings]:
-    """Settings for a new namespace ``<prefix>-<6 hex digits>`` with its topics made and its
-    data under ``workdir``; its topics and Weaviate collections are dropped on the way out
-    unless ``keep``."""
-    namespace = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    """Settings for a new namespace ``<prefix>-<6 hex digits>`` (or the namespace ``reuse``,
+    kept by an earlier run) with its topics made and its data under ``workdir``; its topics
+    and Weaviate collections are dropped on the way out unless ``keep``."""
+    namespace = reuse or f"{prefix}-{uuid.uuid4().hex[:6]}"
     settings = base.model_copy(update={"namespace": namespace, "data_dir": workdir / namespace})
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
     await ensure_topics(settings)
     try:
         yield settings
