@@ -241,10 +241,12 @@ def fold(
     baseline: Daily | None = None,
     documents: Mapping[int, int],
     distinct: bool = True,
+    reach: bool = True,
 ) -> list[Storyline]:
     """At most ``limit`` distinct storylines mentioned in the window, best first (see the
     module docstring); ``documents`` is ``window_documents``. ``level`` keeps the rows to one
-    level of the hierarchy, ``distinct=False`` lists every community (neither folds)."""
+    level of the hierarchy, ``distinct=False`` lists every community (neither folds).
+    ``reach=False`` stops at ``limit`` rows, leaving ``within`` incomplete."""
     mentions = score_nodes(nodes, since, end, baseline)
     scores = {
         n: (s, *_document_score(s, documents.get(n, 0)))
@@ -279,6 +281,8 @@ def fold(
             within[overlap].append(node.id)
             continue
         if len(rows) == limit:
+            if not reach:
+                break
             continue  # still collecting what the rows shown hold
         folded = tuple(
             by_number[m].id

@@ -796,6 +796,7 @@ class Runner:
             limit=cfg.headlines_per_run * 5,
             documents=documents,
             baseline=baseline,
+            reach=False,  # a headline does not list what its row holds
         )
         front = newsworthy(
             ranked,

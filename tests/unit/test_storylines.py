@@ -72,6 +72,9 @@ def test_rows_are_distinct_storylines_shown_at_their_best_level() -> None:
     assert len([c for c in shown if c in (1, 2)]) <= 1
     members = [r.node.members for r in rows]
     assert all(a.isdisjoint(b) for i, a in enumerate(members) for b in members[i + 1 :])
+    # without reach, the same rows (what they hold is not collected past the last)
+    brief = fold(NODES, SINCE, END, limit=1, documents=DOCS, reach=False)
+    assert [r.node.community for r in brief] == shown[:1]
     # one level of the hierarchy: no folding, the level's communities alone
     assert [r.node.community for r in fold(NODES, SINCE, END, limit=10, level=1, documents=DOCS)]
     assert {r.node.level for r in fold(NODES, SINCE, END, limit=10, level=1, documents=DOCS)} == {1}
