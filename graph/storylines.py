@@ -61,6 +61,7 @@ STOPWORDS = frozenset(
     month months first second third quarter qtr shr net inc corp co ltd plc group company
     u.s""".split()
 )
+TICKER = re.compile(r"<[^>]*>")
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9.&'-]*[A-Za-z0-9]|[A-Za-z]")
 
 
@@ -323,6 +324,22 @@ def _words(text: str) -> list[str]:
     return WORD.findall(text)
 
 
+def same_name(a: str, b: str) -> bool:
+    """Whether two entity names are one name for a title: one holds the other ("Apple",
+    "Apple Computer") or one spells the other's initials ("EC", "European Community")."""
+    x, y = a.casefold(), b.casefold()
+    if x in y or y in x:
+        return True
+
+    def initials(name: str) -> str:
+        return "".join(w[0] for w in _words(name) if w[:1].isupper()).casefold()
+
+    def letters(name: str) -> str:
+        return name.replace(".", "").casefold()
+
+    return letters(a) == initials(b) or letters(b) == initials(a)
+
+
 def _cased(word: str) -> str:
     """A word of an all-capitals headline in title case ("TREASURY'S" -> "Treasury's")."""
     return word[:1].upper() + word[1:].lower()
@@ -333,6 +350,7 @@ def key_phrase(titles: Sequence[str], exclude: Iterable[str] = ()) -> str:
     them, else the commonest word in at least two, else ""; stop words and the words of
     ``exclude`` (names already in the title) left out, shown as the first title has it."""
     banned = {w.lower() for name in exclude for w in _words(name)}
+    titles = [TICKER.sub(" ", t) for t in titles]  # "<AAPL>" names a share, not a story
     grams: Counter[tuple[str, ...]] = Counter()
     shown: dict[tuple[str, ...], str] = {}
     for title in titles:
@@ -377,11 +395,15 @@ def describe(
     covers = Counter(k for d in top_docs for k in docs.entities[d])
     needed = 1 if len(top_docs) < 2 else 2
     shared = [k for k in mentioned if covers[k] >= needed]
-    specific = sorted(
-        shared,
-        key=lambda k: (-covers[k], -window_mentions[k] / total(k), -window_mentions[k], k),
-    )[:TITLE_ENTITIES]
-    names = [lookup.entity_title(k) or k for k in specific]
+    names: list[str] = []
+    for k in sorted(
+        shared, key=lambda k: (-covers[k], -window_mentions[k] / total(k), -window_mentions[k], k)
+    ):
+        name = lookup.entity_title(k) or k
+        if not any(same_name(name, n) for n in names):
+            names.append(name)
+        if len(names) == TITLE_ENTITIES:
+            break
     headlines = [lookup.document_title(d) for d in top_docs]
     phrase = key_phrase(headlines, exclude=names)
     title = row.node.report_title

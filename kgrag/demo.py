@@ -135,8 +135,15 @@ def _show_communities(console: Console, settings: Settings) -> None:
 def _show_events(console: Console, events: list[dict[str, Any]]) -> None:
     from kgrag.cli_query import format_event
 
-    console.print(f"[bold]Community events[/] ({len(events)}):")
-    for e in events[-12:]:
+    headlines = [e for e in events if e.get("kind") == "headline"]
+    console.print(
+        f"[bold]Headlines[/] ({len(headlines)}, what `kgrag watch` shows), the best five:"
+    )
+    for e in sorted(headlines, key=lambda e: int(e.get("rank") or 0))[:5]:
+        console.print(format_event(e))
+    lineage = [e for e in events if e.get("kind") != "headline"]
+    console.print(f"[bold]Community events[/] ({len(lineage)}, `kgrag watch --raw`), the last few:")
+    for e in lineage[-6:]:
         console.print(format_event(e))
 
 

@@ -16,6 +16,7 @@ from graph.storylines import (
     fold,
     key_phrase,
     newsworthy,
+    same_name,
     storyline_groups,
     window_documents,
 )
@@ -297,3 +298,13 @@ def test_a_headline_surge_must_be_unlikely_by_chance() -> None:
         min_significance=10.83,
     )
     assert [r.documents for r in found] == [60, 6]
+
+
+def test_a_title_names_a_thing_once() -> None:
+    assert same_name("EC", "European Community") and same_name("European Community", "E.C.")
+    assert same_name("Apple", "Apple Computer")
+    assert not same_name("Kuwait", "United Arab Emirates")
+    # a share's ticker is not the phrase of a storyline
+    assert key_phrase(["Apple Computer <AAPL> upgrades Macintosh", "<AAPL> Macintosh sales"]) == (
+        "Macintosh"
+    )
