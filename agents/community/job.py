@@ -416,13 +416,13 @@ class CommunityJob:
         self.runs += 1
         self._consecutive_failures = 0
         self._next_due_at = result.get("next_due_at")
-        # the lineage events, then the run's headline digest (best first)
+        # the lineage events, keyed by community (each one's events in order), then the run's
+        # headline digest under one key, so a reader gets it in rank order
         events = [*result.get("events", []), *result.get("headlines", [])]
         topic = self.settings.topics.community_events
         for event in events:
-            await producer.send(
-                topic, orjson.dumps(event), key=str(event.get("community_id", "")).encode()
-            )
+            key = "headline" if event.get("kind") == "headline" else event.get("community_id")
+            await producer.send(topic, orjson.dumps(event), key=str(key or "").encode())
         await producer.flush()
         duration = time.monotonic() - started
         failures = result.get("failures", {})
