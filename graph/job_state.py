@@ -68,8 +68,8 @@ class JobState:
     aliases: AliasState | None = None
     # the model's verdicts on uncertain alias decisions (graph.aliases.decision_id -> same)
     alias_verdicts: dict[str, bool] = field(default_factory=dict)
-    # the storylines headlined so far (community id -> its mentions in the window then), so a
-    # storyline is headlined again only when it grows further (graph.storylines)
+    # the storylines headlined so far (community id -> its documents in the window then), so
+    # a storyline is headlined again only when it grows further (graph.storylines)
     headlined: dict[str, int] = field(default_factory=dict)
 
     def names_resolved(self) -> Resolution | None:

@@ -268,16 +268,13 @@ def fold(
     if level is not None or not distinct:
         return [_row(n, scores[n.community], documents[n.community]) for n in ranked[:limit]]
     rows: list[Storyline] = []
-    taken: list[frozenset[str]] = []  # each row's members
+    row_of: dict[str, int] = {}  # each member of a row taken: that row (rows are disjoint)
     within: dict[int, list[str]] = defaultdict(list)
     shown_groups: set[int] = set()
     for node in ranked:
         if groups[node.community] in shown_groups:
             continue  # another level of a storyline already shown
-        overlap = next(
-            (i for i, held in enumerate(taken) if not held.isdisjoint(node.members)),
-            None,
-        )
+        overlap = min((row_of[k] for k in node.members if k in row_of), default=None)
         if overlap is not None:
             within[overlap].append(node.id)
             continue
@@ -292,7 +289,7 @@ def fold(
         )
         row = _row(node, scores[node.community], documents[node.community])
         rows.append(replace(row, folded=folded))
-        taken.append(node.members)
+        row_of.update(dict.fromkeys(node.members, len(rows) - 1))
         shown_groups.add(groups[node.community])
     return [replace(r, within=tuple(within[i])) for i, r in enumerate(rows)]
 
