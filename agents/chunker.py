@@ -7,6 +7,10 @@
   then adds the new chunks: a corrected article replaces its earlier version.
 - A document whose message key is not its id is re-published under its id first, so every
   version of an id meets the same partition and table row.
+- A tombstone (key = document id, null value: ``kgrag delete``) retracts every chunk of the
+  document and announces its removal on ``graph-changes``; the row stays as a small deletion
+  marker, so a second tombstone, or a redelivered one, changes nothing. A later document with
+  that id is indexed afresh. A tombstone for an id never indexed changes nothing either.
 """
 
 from __future__ import annotations
@@ -24,11 +28,20 @@ from graph.documents import document_to_obj, parse_document
 from graph.errors import InvalidDocumentError
 from graph.model import Chunk, Document
 from streams.batching import as_current, deliver, finished_batches, key_text, write_rows
-from streams.codecs import encode_chunk_add, encode_document, encode_retraction
+from streams.codecs import (
+    encode_chunk_add,
+    encode_document,
+    encode_document_removed,
+    encode_retraction,
+)
 from streams.dlq import send_dead_letter
 from streams.topology import Topology
 
 log = logging.getLogger(__name__)
+
+
+# the table row of a deleted document: no version, no chunks
+DELETED: dict[str, Any] = {"hash": "", "chunks": [], "deleted": True}
 
 
 def document_hash(doc: Document) -> str:
@@ -62,6 +75,36 @@ def register(topo: Topology) -> None:
             for n, event in enumerate(batch, 1):
                 if not n % 10:
                     await asyncio.sleep(0)  # tokenising is CPU work: let LLM calls in between
+                if event.value is None:
+                    doc_id = key_text(event.key)
+                    if not doc_id:
+                        reason = (
+                            "a message with no value deletes the document its key names, and "
+                            "this one has no key: use `kgrag delete ID`"
+                        )
+                        pending.append(
+                            await send_dead_letter(dlq, event, reason=reason, stage="chunker")
+                        )
+                        continue
+                    if doc_id in written:
+                        known = written[doc_id]
+                    else:
+                        with as_current(event):
+                            known = table.get(doc_id)
+                    if known is None or known.get("deleted"):
+                        continue  # never indexed, or deleted already: nothing to retract
+                    for cid in known.get("chunks", []):
+                        pending.append(
+                            await chunks_topic.send(
+                                key=doc_id, value=encode_retraction(cid, doc_id)
+                            )
+                        )
+                    pending.append(
+                        await changes.send(key=doc_id, value=encode_document_removed(doc_id))
+                    )
+                    writes.append((event, doc_id, DELETED))
+                    written[doc_id] = DELETED
+                    continue
                 try:
                     doc = parse_document(event.value, max_chars=max_chars)
                 except InvalidDocumentError as e:

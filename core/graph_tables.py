@@ -721,6 +721,21 @@ class GraphTables:
         return top, {k: int(n) for k, n in pairs if n is not None}
 
     @_storage_io
+    def document_status(self, ids: Iterable[str]) -> dict[str, bool]:
+        """Of ``ids``, those the documents table ever held as of the latest version: True
+        while a document is there, False once it was deleted (an id never indexed is left
+        out). Reads the id column alone."""
+        wanted = set(ids)
+        latest = self.latest_listed()
+        if latest is None or not wanted:
+            return {}
+        rows = self.read_table("documents", latest, columns=["id"])
+        rows = rows.filter(pc.is_in(rows.column("id"), pa.array(sorted(wanted), pa.string())))
+        rows = current_rows_with_tombstones(rows)
+        deleted = rows.column(_DELETED).fill_null(False).to_pylist()
+        return {i: not d for i, d in zip(rows.column("id").to_pylist(), deleted, strict=True)}
+
+    @_storage_io
     def pointer_stamp(self) -> tuple[int, int, int] | None:
         """A cheap change detector for readers: it changes whenever a version is listed."""
         if self.remote:
@@ -948,7 +963,11 @@ class GraphTables:
                 # outnumber the live rows; the file statistics say so without reading the table
                 if stored > 2 * live:
                     table = dt.to_pyarrow_table()
-                    needed = needed_rows(table.filter(_listed_rows(table.schema, infos)), oldest)
+                    needed = needed_rows(
+                        table.filter(_listed_rows(table.schema, infos)),
+                        oldest,
+                        keep_tombstones=name == "documents",
+                    )
                     if needed.num_rows < table.num_rows // 2:
                         write_deltalake(
                             self.uri(name),
@@ -1034,11 +1053,13 @@ def _files_between(dt: Any, dataset: pads.FileSystemDataset, since: int, until: 
     return pads.FileSystemDataset(fragments, dataset.schema, dataset.format, dataset.filesystem)
 
 
-def needed_rows(table: pa.Table, oldest: int) -> pa.Table:
+def needed_rows(table: pa.Table, oldest: int, *, keep_tombstones: bool = False) -> pa.Table:
     """The row versions a reader of any version from ``oldest`` on can need: all rows newer
-    than ``oldest``, and per id the newest row at or below it (unless a tombstone)."""
+    than ``oldest``, and per id the newest row at or below it (unless a tombstone, which
+    ``keep_tombstones`` keeps: the documents table remembers every deleted document, so
+    deleting one again is told apart from deleting an id never seen)."""
     newer = table.filter(pc.field(_VERSION) > oldest)
-    base = current_rows(table, oldest)
+    base = _newest_per_id(table, oldest, keep_tombstones=keep_tombstones)
     return pa.concat_tables([base, newer])
 
 

@@ -9,15 +9,21 @@ by the first document, so the service starts while Kafka is down.
 ``publish`` reads JSONL files: each line is validated with the same rules the worker applies;
 a bad line is reported with its file, line number and reason, and the good ones are still
 sent.
+
+Deleting (``kgrag delete``, ``DELETE /v1/documents/{id}``) sends a tombstone: the id as key and
+no value, which the worker turns into the retraction of everything the document contributed
+(``agents.chunker``) and the topic's compaction removes in time. ``plan_deletion`` asks the
+graph tables first, so an id never indexed is an error a person sees, and one deleted
+already is said to be so, rather than a tombstone that silently changes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiokafka import AIOKafkaProducer
@@ -27,6 +33,9 @@ from core.settings import Settings
 from graph.documents import document_to_obj, parse_document
 from graph.errors import InvalidDocumentError
 from graph.model import Document
+
+if TYPE_CHECKING:  # the tables' imports (pyarrow, deltalake) are left to those who read them
+    from core.graph_tables import GraphTables
 
 
 class DocumentPublisher:
@@ -69,6 +78,11 @@ class DocumentPublisher:
     async def publish(self, doc: Document) -> None:
         """Send ``doc`` and wait until the broker has it."""
         await (await self.send(doc))
+
+    async def delete(self, doc_id: str) -> None:
+        """Send the tombstone of ``doc_id`` and wait until the broker has it."""
+        producer = await self.start()
+        await (await producer.send(self.topic, None, key=doc_id.encode()))
 
     async def stop(self) -> None:
         async with self._lock:
@@ -148,3 +162,46 @@ async def publish(
     finally:
         await publisher.stop()
     return summary
+
+
+@dataclass
+class DeletionPlan:
+    """What deleting some ids means, as the graph tables know them."""
+
+    send: list[str] = field(default_factory=list)  # indexed: a tombstone retracts them
+    already: list[str] = field(default_factory=list)  # deleted before: nothing to do
+    unknown: list[str] = field(default_factory=list)  # never indexed (or not yet)
+
+
+UNKNOWN_HINT = (
+    "check the id (ids are case-sensitive); a document published moments ago is committed "
+    "within seconds, or force the deletion to send it anyway"
+)
+
+
+def plan_deletion(store: GraphTables, ids: Iterable[str], *, force: bool = False) -> DeletionPlan:
+    """Sort ``ids`` by what the latest graph version says of them. ``force``: send a tombstone
+    for every id (one not indexed yet is deleted when the worker reaches it; for one never
+    published it changes nothing)."""
+    wanted = list(dict.fromkeys(i.strip() for i in ids if i.strip()))
+    status = store.document_status(wanted)
+    plan = DeletionPlan()
+    for doc_id in wanted:
+        live = status.get(doc_id)
+        if live or force:
+            plan.send.append(doc_id)
+        elif live is None:
+            plan.unknown.append(doc_id)
+        else:
+            plan.already.append(doc_id)
+    return plan
+
+
+async def delete_documents(settings: Settings, ids: Iterable[str]) -> None:
+    """Send the tombstones of ``ids`` (see ``plan_deletion`` for which to send)."""
+    publisher = DocumentPublisher(settings, linger_ms=20)
+    try:
+        for doc_id in ids:
+            await publisher.delete(doc_id)
+    finally:
+        await publisher.stop()

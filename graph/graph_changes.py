@@ -8,7 +8,9 @@ their order holds; ``version`` grows with every write of a row's lifetime) gives
 graph; collecting ``chunk_id`` per key while doing so (added unless ``retraction``) gives each
 row's text units. The text unit itself (its text, document, title and published time — all
 the documents and text_units tables need) is published once per chunk by the re-keying step
-with ``text_unit_added`` and withdrawn with ``text_unit_retracted``.
+with ``text_unit_added`` and withdrawn with ``text_unit_retracted``. A deleted document is
+announced once by the chunker with ``DocumentRemoved`` (its text units and the rows they backed
+are withdrawn by their own retractions, which follow through the extractor and the mergers).
 """
 
 from __future__ import annotations
@@ -32,6 +34,13 @@ class GraphChange:
     deleted_relationships: tuple[str, ...] = ()
     claims: tuple[ClaimAggregate, ...] = ()
     deleted_claims: tuple[str, ...] = ()  # subject keys with no claim left
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentRemoved:
+    """The document was deleted (a tombstone on the documents topic): its row goes."""
+
+    document_id: str
 
 
 def text_unit_added(extraction: ChunkExtraction) -> GraphChange:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graph.aggregates import ClaimAggregate, EntityAggregate, RelationshipAggregate
-from graph.graph_changes import GraphChange
+from graph.graph_changes import DocumentRemoved, GraphChange
 from graph.model import Chunk
 
 
@@ -70,6 +70,7 @@ class RemovedKeys:
     relationships: set[str] = field(default_factory=set)
     text_units: set[str] = field(default_factory=set)
     claims: set[str] = field(default_factory=set)  # claim fact ids
+    documents: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -130,13 +131,24 @@ class GraphView:
         slots = getattr(self, "touched_slots", None)
         return None if entities is None or slots is None else Touched(set(entities), set(slots))
 
-    def apply(self, change: GraphChange | dict[str, Any]) -> None:
-        """Fold one record of ``graph-changes`` (a change, or a document object)."""
+    def apply(self, change: GraphChange | DocumentRemoved | dict[str, Any]) -> None:
+        """Fold one record of ``graph-changes`` (a change, a document object or the removal
+        of one)."""
         self.changes_applied += 1
         fresh, removed = self.fresh, getattr(self, "removed", None)
         if isinstance(change, dict):
-            self.documents[str(change["id"])] = change
-            fresh.documents.add(str(change["id"]))
+            doc_id = str(change["id"])
+            self.documents[doc_id] = change
+            fresh.documents.add(doc_id)
+            if removed is not None:
+                removed.documents.discard(doc_id)
+            return
+        if isinstance(change, DocumentRemoved):
+            # its text units go with their own retractions, which may come before or after
+            if self.documents.pop(change.document_id, None) is not None and removed is not None:
+                removed.documents.add(change.document_id)
+            if not self.document_units.get(change.document_id, True):
+                del self.document_units[change.document_id]
             return
         self._touch(change)
         if change.text_unit is not None:
@@ -158,7 +170,11 @@ class GraphView:
             if removed is not None and gone is not None:
                 removed.text_units.add(change.chunk_id)
             doc = gone.document_id if gone is not None else change.document_id
-            self.document_units.get(doc, set()).discard(change.chunk_id)
+            units = self.document_units.get(doc)
+            if units is not None:
+                units.discard(change.chunk_id)
+                if not units and doc not in self.documents:
+                    del self.document_units[doc]  # a deleted document's last text unit
             fresh.text_units.add(change.chunk_id)
             fresh.documents.add(doc)
         self._rows(

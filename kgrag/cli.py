@@ -242,6 +242,39 @@ def publish_cmd(
     )
 
 
+@app.command("delete")
+def delete_cmd(
+    ids: Annotated[list[str], typer.Argument(help="Ids of the documents to delete")],
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Send the deletion even for ids the graph does not hold (yet): a document "
+            "published moments ago",
+        ),
+    ] = False,
+) -> None:
+    """Delete published documents: everything they contributed to the graph and its vectors
+    is retracted, and entities, relationships and communities left with no evidence go."""
+    from core.graph_tables import open_graph_store
+    from core.publish import UNKNOWN_HINT, delete_documents, plan_deletion
+    from streams.admin import ensure_topics
+
+    settings = _settings()
+    plan = plan_deletion(open_graph_store(settings), ids, force=force)
+    if plan.send:
+        asyncio.run(ensure_topics(settings))
+        asyncio.run(delete_documents(settings, plan.send))
+        console.print(
+            f"deleting {len(plan.send)} document(s): {', '.join(plan.send)} "
+            "(the worker retracts them; the next community run removes what they alone backed)"
+        )
+    if plan.already:
+        console.print(f"already deleted, nothing to do: {', '.join(plan.already)}")
+    if plan.unknown:
+        raise KgragError(f"not indexed: {', '.join(plan.unknown)}; {UNKNOWN_HINT} (--force)")
+
+
 # ---- query, trends, watch, api (kgrag/cli_query.py) --------------------------------------
 
 app.command("trends")(trends_cmd)

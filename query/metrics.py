@@ -81,6 +81,11 @@ class QueryMetrics:
         self.documents_published = Counter(
             "kgrag_documents_published", "Documents accepted by POST /v1/documents", registry=reg
         )
+        self.documents_deleted = Counter(
+            "kgrag_documents_deleted",
+            "Deletions sent by DELETE /v1/documents/{id}",
+            registry=reg,
+        )
         self.documents_indexed = Gauge(
             "kgrag_documents_indexed", "Documents in the snapshot being served", registry=reg
         )

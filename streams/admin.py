@@ -27,6 +27,9 @@ async def ensure_topics(settings: Settings) -> list[str]:
     await admin.start()
     try:
         existing = set(await admin.list_topics())
+        # the documents topic keeps the latest version of every document and forgets a
+        # deleted one (its tombstone) in time; a changelog keeps the latest row per key
+        compacted = {*changelog_topics(settings), settings.topics.documents}
         changelogs = set(changelog_topics(settings))
         wanted = [*settings.all_topics(), *sorted(changelogs)]
         missing = [t for t in wanted if t not in existing]
@@ -39,7 +42,7 @@ async def ensure_topics(settings: Settings) -> list[str]:
                             t,
                             settings.kafka.partitions,
                             settings.kafka.replication_factor,
-                            topic_configs=COMPACTED if t in changelogs else {},
+                            topic_configs=COMPACTED if t in compacted else {},
                         )
                         for t in missing
                     ]

@@ -9,8 +9,8 @@ retraction withdraws what one chunk contributed (a corrected document).
 - ``extractions`` (key: document id): ``{"op": "add", "extraction"}`` or a retraction as above
 - ``entity-items``, ``relationship-items``, ``claim-items`` (key: row key):
   ``{"op": "add", "contribution"}`` or ``{"op": "retract", "key", "chunk_id", "document_id"}``
-- ``graph-changes`` (key: row key, chunk id or document id): ``{"kind": "change", "change"}``
-  or ``{"kind": "document", "document"}``
+- ``graph-changes`` (key: row key, chunk id or document id): ``{"kind": "change", "change"}``,
+  ``{"kind": "document", "document"}`` or ``{"kind": "document_removed", "id"}``
 
 The bodies are ``graph.merge_codec``'s forms, derived from the dataclasses' type hints; only
 the envelopes are written here. An extraction keeps its compact form: each mention is the
@@ -28,7 +28,7 @@ import orjson
 from graph.contributions import ClaimContribution, EntityContribution, RelationshipContribution
 from graph.documents import document_to_obj
 from graph.errors import GraphError
-from graph.graph_changes import GraphChange
+from graph.graph_changes import DocumentRemoved, GraphChange
 from graph.merge_codec import from_dict, to_dict
 from graph.model import (
     Chunk,
@@ -176,10 +176,20 @@ def encode_document(doc: Document) -> bytes:
     return orjson.dumps({"kind": "document", "document": document_to_obj(doc)})
 
 
-def decode_graph_change(raw: bytes) -> GraphChange | dict[str, Any]:
-    """A GraphChange, or a document object (``{"id", "title", "text", …}``)."""
+def encode_document_removed(doc_id: str) -> bytes:
+    return orjson.dumps({"kind": "document_removed", "id": doc_id})
+
+
+def decode_graph_change(raw: bytes) -> GraphChange | DocumentRemoved | dict[str, Any]:
+    """A GraphChange, a document object (``{"id", "title", "text", …}``) or the removal of
+    one."""
     obj = _loads(raw)
     try:
+        if obj.get("kind") == "document_removed":
+            doc_id = obj["id"]
+            if not isinstance(doc_id, str) or not doc_id:
+                raise PayloadError("document_removed needs a document id")
+            return DocumentRemoved(doc_id)
         if obj.get("kind") == "document":
             doc = obj["document"]
             if not isinstance(doc, dict):

@@ -618,6 +618,7 @@ class Runner:
                 "relationships": removed.relationships,
                 "text_units": removed.text_units,
                 "claims": removed.claims,
+                "documents": removed.documents,
             },
             complete=("communities", "community_reports", "aliases"),
             always=True,

@@ -86,6 +86,8 @@ def upgrade_state(state: JobState) -> JobState:
         state.view.rebuild_reverse_maps()  # the checkpoint's rows were all committed
     if "removed" not in vars(state.view):
         state.view.removed = None  # not known: the next run compares every row
+    elif state.view.removed is not None and "documents" not in vars(state.view.removed):
+        state.view.removed.documents = set()  # no document was ever deleted before
     for stale in ("dirty_entities", "dirty_relationships"):
         vars(state.view).pop(stale, None)
     current = description_sets(state.view)

@@ -1,18 +1,27 @@
-"""``POST /v1/documents``: publish one document for indexing, as ``kgrag publish`` would.
+"""``POST /v1/documents``: publish one document for indexing, as ``kgrag publish`` would;
+``DELETE /v1/documents/{id}``: delete one, as ``kgrag delete`` would.
 
 The document is validated with the worker's rules (a bad one is a 422 naming the field) and
 sent through the service's ``core.publish.DocumentPublisher``, the same publisher the CLI
 uses, so both put the same message on the topic. 202: the worker indexes it later.
+
+A deletion is looked up in the graph tables first (``core.publish.plan_deletion``): an indexed
+document gets its tombstone (202: the worker retracts it), one deleted before is a 200 that
+changes nothing, and an id the graph never held a 404, unless ``force`` sends it anyway.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Query
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from core.errors import ConfigError
+from core.publish import UNKNOWN_HINT, plan_deletion
+from core.snapshot_store import SnapshotStoreError
 from graph.documents import document_from_obj
 from graph.errors import InvalidDocumentError
 from query.api.errors import ApiError, documented
@@ -63,5 +72,43 @@ def routes(state: ServiceState) -> APIRouter:
             raise ApiError(503, "kafka_unavailable", f"could not publish to {topic}: {e}") from e
         state.metrics.documents_published.inc()
         return {"id": doc.id, "topic": topic, "status": "accepted"}
+
+    @router.delete(
+        "/documents/{doc_id:path}",
+        status_code=202,
+        summary="Delete one document: retract everything it contributed",
+        responses={
+            200: {"description": "Deleted before: nothing to do"},
+            **documented(404),
+        },
+    )
+    async def delete_document(
+        doc_id: str,
+        force: bool = Query(
+            False, description="Send the deletion even if the graph does not hold the id (yet)"
+        ),
+    ) -> Any:
+        try:
+            plan = await asyncio.to_thread(plan_deletion, state.holder.store, [doc_id], force=force)
+        except SnapshotStoreError as e:
+            raise ApiError(503, "graph_store_unavailable", str(e)) from e
+        if plan.unknown:
+            raise ApiError(
+                404,
+                "unknown_document",
+                f"no document {doc_id!r} is indexed; {UNKNOWN_HINT} (?force=true)",
+            )
+        topic = state.publisher.topic
+        if plan.already:
+            return JSONResponse({"id": doc_id, "topic": topic, "status": "already_deleted"}, 200)
+        try:
+            await state.ensure_topics()
+            await state.publisher.delete(doc_id)
+        except ConfigError as e:
+            raise ApiError(500, "misconfigured", str(e)) from e
+        except Exception as e:
+            raise ApiError(503, "kafka_unavailable", f"could not publish to {topic}: {e}") from e
+        state.metrics.documents_deleted.inc()
+        return {"id": doc_id, "topic": topic, "status": "accepted"}
 
     return router

@@ -81,7 +81,7 @@ class WorkerProcess:
 
 
 async def produce_raw(
-    settings: Settings, topic: str, messages: list[tuple[bytes | None, bytes]]
+    settings: Settings, topic: str, messages: list[tuple[bytes | None, bytes | None]]
 ) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers)
     await producer.start()
