@@ -352,10 +352,19 @@ def main() -> None:
     # aiokafka logs every retried produce (e.g. NOT_LEADER right after topic creation) as a
     # warning; the retries succeed, and real failures still raise.
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
+    from aiokafka.errors import KafkaError
+
     try:
         app()
     except KgragError as e:
         err_console.print(f"[red]error:[/] {e}")
+        sys.exit(1)
+    except KafkaError as e:
+        where = _settings().kafka.bootstrap_servers
+        err_console.print(
+            f"[red]error:[/] Kafka at {where} did not answer ({e}); start it with "
+            "`kgrag services up`, or point KGRAG_KAFKA__BOOTSTRAP_SERVERS at a running broker"
+        )
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)

@@ -5,6 +5,9 @@ The whole path through Kafka and Weaviate is ``tests/integration/test_deletion.p
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -148,3 +151,29 @@ def test_maintenance_remembers_deleted_documents(tmp_path: Path) -> None:
     raw = store.read_table("documents", 29)
     assert raw.num_rows < 29  # superseded versions of "kept" were dropped
     assert store.document_status(["gone", "kept"]) == {"gone": False, "kept": True}
+
+
+def kgrag(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "KGRAG_DATA_DIR": str(tmp_path),
+        "KGRAG_NAMESPACE": "deletion-cli",
+        "KGRAG_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1",  # nothing listens there
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "kgrag.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_kgrag_delete_says_what_is_wrong_and_what_to_do(tmp_path: Path) -> None:
+    unknown = kgrag(tmp_path, "delete", "doc-x")
+    assert unknown.returncode == 1
+    assert "not indexed: doc-x" in unknown.stderr and "--force" in unknown.stderr
+    down = kgrag(tmp_path, "delete", "doc-x", "--force")
+    assert down.returncode == 1
+    assert "kgrag services up" in down.stderr
+    assert "Traceback" not in unknown.stderr + down.stderr
