@@ -13,6 +13,7 @@ changes nothing, and an id the graph never held a 404, unless ``force`` sends it
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from typing import Any
 
 from fastapi import APIRouter, Body, Query
@@ -46,6 +47,19 @@ def routes(state: ServiceState) -> APIRouter:
     # Listed on the OpenAPI page with the graph routes: what feeds the graph beside what reads it.
     router = APIRouter(prefix="/v1", tags=["graph"], responses=documented(401, 413, 422, 503))
 
+    async def send(message: Coroutine[Any, Any, None]) -> None:
+        """Put one message on the documents topic (creating the topics first if need be)."""
+        try:
+            await state.ensure_topics()
+            await message
+        except ConfigError as e:
+            raise ApiError(500, "misconfigured", str(e)) from e
+        except Exception as e:
+            topic = state.publisher.topic
+            raise ApiError(503, "kafka_unavailable", f"could not publish to {topic}: {e}") from e
+        finally:
+            message.close()  # not awaited when the topics could not be made
+
     @router.post(
         "/documents",
         status_code=202,
@@ -62,16 +76,9 @@ def routes(state: ServiceState) -> APIRouter:
             doc = document_from_obj(payload, max_chars=state.settings.chunking.max_document_chars)
         except InvalidDocumentError as e:
             raise ApiError(422, "invalid_document", str(e)) from e
-        topic = state.publisher.topic
-        try:
-            await state.ensure_topics()
-            await state.publisher.publish(doc)
-        except ConfigError as e:
-            raise ApiError(500, "misconfigured", str(e)) from e
-        except Exception as e:
-            raise ApiError(503, "kafka_unavailable", f"could not publish to {topic}: {e}") from e
+        await send(state.publisher.publish(doc))
         state.metrics.documents_published.inc()
-        return {"id": doc.id, "topic": topic, "status": "accepted"}
+        return {"id": doc.id, "topic": state.publisher.topic, "status": "accepted"}
 
     @router.delete(
         "/documents/{doc_id:path}",
@@ -101,13 +108,7 @@ def routes(state: ServiceState) -> APIRouter:
         topic = state.publisher.topic
         if plan.already:
             return JSONResponse({"id": doc_id, "topic": topic, "status": "already_deleted"}, 200)
-        try:
-            await state.ensure_topics()
-            await state.publisher.delete(doc_id)
-        except ConfigError as e:
-            raise ApiError(500, "misconfigured", str(e)) from e
-        except Exception as e:
-            raise ApiError(503, "kafka_unavailable", f"could not publish to {topic}: {e}") from e
+        await send(state.publisher.delete(doc_id))
         state.metrics.documents_deleted.inc()
         return {"id": doc_id, "topic": topic, "status": "accepted"}
 

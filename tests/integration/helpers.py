@@ -280,6 +280,43 @@ async def fold_until(
     )
 
 
+async def run_caught_up(
+    settings: Settings,
+    store: Any,
+    done: Callable[[Any], bool],
+    *,
+    timeout: float,
+    log_tail: Callable[[], str],
+    idle_pipeline: bool = False,
+) -> Any:
+    """The latest snapshot of ``store`` once ``done(snapshot)`` holds and a community run (not a
+    light commit, which holds the new rows but not yet their communities and reports) has
+    consumed every graph change written so far, and no newer version followed for a few
+    seconds. ``idle_pipeline``: also wait until the worker has committed every message it
+    consumes (a retraction still on its way through the extractor is not in graph-changes)."""
+    from core.snapshot_store import SnapshotNotFoundError
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await asyncio.sleep(2)
+        try:
+            snap = store.load()
+        except SnapshotNotFoundError:
+            continue
+        written = await topic_size(settings, settings.topic("graph_changes"))
+        consumed = sum(snap.meta.consumed_offsets.values())
+        if not (done(snap) and consumed == written and snap.meta.kind == "run"):
+            continue
+        if idle_pipeline and await consumer_lag(settings):
+            continue
+        await asyncio.sleep(3)
+        if store.latest_version() == snap.meta.version:
+            return snap
+    raise AssertionError(
+        f"{settings.namespace}: the job did not catch up in {timeout:.0f}s\n{log_tail()}"
+    )
+
+
 def relationship_summary(view: Any) -> dict[str, int]:
     """Relationship key -> weight (distinct chunks asserting it)."""
     return {k: r.weight for k, r in view.relationships.items()}

@@ -45,7 +45,7 @@ from kgrag.testing.scripted_llm import ScriptedLLMServer
 from query.api.app import create_app
 from streams.admin import delete_namespace_topics, ensure_topics
 from tests.conftest import make_settings
-from tests.integration.helpers import TunedWorker, topic_size, write_jsonl
+from tests.integration.helpers import TunedWorker, run_caught_up, topic_size, write_jsonl
 from tests.integration.test_query_api import ServerThread, sse_events
 
 STORYLINES: dict[str, tuple[str, ...]] = {
@@ -200,26 +200,11 @@ class System:
         raise AssertionError(f"no checkpoint of every change in {timeout:.0f}s")
 
     async def caught_up(self, done: Any, *, timeout: float = 240.0) -> Snapshot:
-        """The latest snapshot once ``done(snapshot)`` holds and a community run (not a
-        light commit, which holds the new rows but not yet their communities and reports)
-        has consumed every graph change written so far, and no newer version followed for a
-        few seconds."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            await asyncio.sleep(2)
-            try:
-                snap = self.store.load()
-            except SnapshotNotFoundError:
-                continue
-            written = await topic_size(self.settings, self.settings.topic("graph_changes"))
-            consumed = sum(snap.meta.consumed_offsets.values())
-            if done(snap) and consumed == written and snap.meta.kind == "run":
-                await asyncio.sleep(3)
-                if self.store.latest_version() == snap.meta.version:
-                    return snap
-        raise AssertionError(
-            f"the job did not catch up in {timeout:.0f}s\n{self.worker.log_tail()}"
+        """The latest snapshot once ``done(snapshot)`` holds and a run caught up with it."""
+        snap: Snapshot = await run_caught_up(
+            self.settings, self.store, done, timeout=timeout, log_tail=self.worker.log_tail
         )
+        return snap
 
 
 @pytest.fixture(scope="module")

@@ -37,16 +37,15 @@ import pytest
 from core.graph_tables import GraphTables, open_graph_store
 from core.publish import delete_documents, plan_deletion, publish
 from core.settings import ApiSettings, Settings
-from core.snapshot_store import SnapshotNotFoundError
 from graph.snapshot_model import Snapshot
 from query.api.app import create_app
 from streams.admin import delete_namespace_topics, ensure_topics
 from tests.conftest import make_settings, settings_env
 from tests.integration.helpers import (
     TunedWorker,
-    consumer_lag,
     produce_raw,
     read_topic,
+    run_caught_up,
     topic_size,
     vector_keys,
     write_jsonl,
@@ -100,32 +99,17 @@ class Namespace:
         await publish(self.settings, write_jsonl(self.tmp / f"{name}.jsonl", docs))
 
     async def caught_up(self, documents: int, *, timeout: float = 300.0) -> Snapshot:
-        """The latest snapshot once a community run (not a light commit) holds ``documents``
-        documents, the worker has committed every message it consumes (a retraction still on
-        its way through the extractor is not in ``graph-changes`` yet), the run consumed
-        every graph change written so far, and nothing followed it for a few seconds."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            await asyncio.sleep(2)
-            try:
-                snap = self.store.load()
-            except SnapshotNotFoundError:
-                continue
-            written = await topic_size(self.settings, self.settings.topic("graph_changes"))
-            consumed = sum(snap.meta.consumed_offsets.values())
-            if (
-                len(snap.documents) == documents
-                and consumed == written
-                and snap.meta.kind == "run"
-                and await consumer_lag(self.settings) == 0
-            ):
-                await asyncio.sleep(3)
-                if self.store.latest_version() == snap.meta.version:
-                    return snap
-        raise AssertionError(
-            f"{self.settings.namespace} did not catch up in {timeout:.0f}s\n"
-            f"{self.worker.log_tail()}"
+        """The latest snapshot once it holds ``documents`` documents, a run has caught up with
+        every graph change and the worker with every message it consumes."""
+        snap: Snapshot = await run_caught_up(
+            self.settings,
+            self.store,
+            lambda s: len(s.documents) == documents,
+            timeout=timeout,
+            log_tail=self.worker.log_tail,
+            idle_pipeline=True,
         )
+        return snap
 
 
 @dataclass
