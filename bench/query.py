@@ -22,7 +22,10 @@ chunk, extract offline, merge, community job, hashing-embedder vectors in Weavia
   vector search over text units with the same embedder (target: local >= basic + 10 points);
 * **the paper's claim, offline**: for "What are the main themes of these articles?", the
   share of the index's 10 most frequent gold topics whose articles the answer cites (cited
-  reports -> communities -> text units -> documents -> topics), global against basic.
+  reports -> communities -> text units -> documents -> topics), global against basic;
+* **DRIFT** beside local and global search at level 2 (``bench/query_drift.py``), with the
+  scripted server at 50 ms a call: topic coverage, documents reached, calls, tokens and p95
+  for the main-themes question and 20 gold-label questions, and the issue's two targets.
 
 The gold questions and the last two measures are in ``bench/query_quality.py``.
 
@@ -46,6 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.query_drift import compare as drift_compare
 from bench.query_index import prepare
 from bench.query_quality import (
     LEVELS,
@@ -71,6 +75,7 @@ from query.context import (
     text_unit_distances,
 )
 from query.deps import QueryDeps, token_counter
+from query.drift_search import DriftConfig
 from query.dynamic import DynamicConfig
 from query.global_search import GlobalSearchConfig, global_search
 from query.index import QueryIndex
@@ -264,6 +269,7 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--n", type=int, default=0, help="first N articles (default: all)")
     parser.add_argument("--rebuild", action="store_true", help="rebuild the index")
     parser.add_argument("--skip-global", action="store_true", help="skip the LLM cost runs")
+    parser.add_argument("--skip-drift", action="store_true", help="skip DRIFT beside the others")
     return parser.parse_args()
 
 
@@ -305,8 +311,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if not args.skip_global:
             result["global_cost"] = await global_cost(index, deps)
             _print_global(result["global_cost"])
+        if not args.skip_drift:
+            print("DRIFT beside local and global (level 2), scripted LLM at 50 ms a call:")
+            drift = DriftConfig.of(settings.drift)
+            result["drift"] = await drift_compare(index, deps, articles, questions, drift)
+            result["targets"] = result["drift"].pop("targets")
     result["machine"] = machine_line()
     result["date"] = now_iso()
+    if "targets" in result:
+        result["targets"] = result.pop("targets")  # the file ends with its targets
     return result
 
 

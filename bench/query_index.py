@@ -4,8 +4,8 @@ The same steps as the stream, minus Kafka: chunk every article (600/100 tokens, 
 extract offline, fold each chunk's contributions through the merge rules
 (``graph.merge.absorb_entity`` / ``absorb_relationship``) into a ``GraphView`` exactly as the
 merger's ``graph-changes`` would, run the community job once (offline summaries and reports),
-and write text-unit and entity vectors with the offline hashing embedder into Weaviate under
-the bench's own namespace (dropped first). ``prepare`` reuses an index built earlier for the
+and write text-unit, entity and report vectors with the offline hashing embedder into Weaviate
+under the bench's own namespace (dropped first). ``prepare`` reuses an index built earlier for the
 same articles when its snapshot and vector counts are still there (``--rebuild`` forces).
 """
 
@@ -82,9 +82,27 @@ async def write_vectors(settings: Settings, view: GraphView) -> dict[str, int]:
         return {"text_unit": await store.count("text_unit"), "entity": await store.count("entity")}
 
 
+async def write_report_vectors(settings: Settings, snapshot: Snapshot) -> int:
+    """The community reports' vectors, as the community job writes them (title and summary)."""
+    embedder = build_embedder(settings)
+    reports = snapshot.community_reports
+    async with WeaviateStore(settings) as store:
+        for i in range(0, len(reports), BATCH):
+            part = reports[i : i + BATCH]
+            vectors = await embedder.embed([f"{r.title}\n{r.summary}" for r in part])
+            await store.upsert(
+                "report",
+                [
+                    (r.id, v, {"level": r.level, "title": r.title, "summary": r.summary})
+                    for r, v in zip(part, vectors, strict=True)
+                ],
+            )
+        return await store.count("report")
+
+
 async def vector_counts(settings: Settings) -> dict[str, int]:
     async with WeaviateStore(settings) as store:
-        return {"text_unit": await store.count("text_unit"), "entity": await store.count("entity")}
+        return {kind: await store.count(kind) for kind in ("text_unit", "entity", "report")}
 
 
 def _marker(settings: Settings) -> Path:
@@ -116,6 +134,8 @@ async def prepare(
     run = await Runner(settings, JobState(view=view), write_vectors=False).run()
     t2 = time.perf_counter()
     vectors = await write_vectors(settings, view)
+    snapshot = store.load()
+    vectors["report"] = await write_report_vectors(settings, snapshot)
     t3 = time.perf_counter()
     built = {
         "ids_hash": hash_ids(ids),
@@ -130,7 +150,7 @@ async def prepare(
     }
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(json.dumps(built, indent=2), encoding="utf-8")
-    return store.load(), {**built, "reused": False}
+    return snapshot, {**built, "reused": False}
 
 
 def hash_ids(ids: Sequence[str]) -> str:

@@ -1,4 +1,4 @@
-"""``kgrag query local|global|basic``, ``kgrag trends``, ``kgrag watch``, ``kgrag api``.
+"""``kgrag query local|global|basic|drift``, ``kgrag trends``, ``kgrag watch``, ``kgrag api``.
 
 The query commands work directly on the snapshot store and Weaviate (no HTTP service needed)
 through the same ``query.engine.run_query`` the API uses, so an answer on the command line
@@ -31,7 +31,9 @@ from query.results import QueryResult, describe_basis
 if TYPE_CHECKING:
     from query.engine import Method
 
-query_app = typer.Typer(help="Ask the index: local, global and basic search.", no_args_is_help=True)
+query_app = typer.Typer(
+    help="Ask the index: local, global, basic and DRIFT search.", no_args_is_help=True
+)
 console = Console()
 err_console = Console(stderr=True)
 
@@ -196,6 +198,29 @@ def basic_cmd(
 ) -> None:
     """Baseline RAG: the text units nearest to the question."""
     _query("basic", question, as_json, as_of, since=since, until=until, k=k)
+
+
+@query_app.command("drift")
+def drift_cmd(
+    question: Question,
+    since: Since = None,
+    until: Until = None,
+    primer_k: Annotated[
+        int | None, typer.Option(help="Community reports the primer reads (setting: drift)")
+    ] = None,
+    followups: Annotated[int | None, typer.Option(help="Follow-ups answered per step")] = None,
+    depth: Annotated[int | None, typer.Option(help="Steps of follow-ups")] = None,
+    as_of: AsOf = None,
+    as_json: AsJson = False,
+) -> None:
+    """From the whole to the detail: the nearest community reports first, then follow-up
+    questions answered by local search."""
+    from query.drift_search import DriftConfig
+
+    config = DriftConfig.of(
+        get_settings().drift, primer_k=primer_k, followups=followups, depth=depth
+    )
+    _query("drift", question, as_json, as_of, since=since, until=until, drift=config)
 
 
 # ---- trends ------------------------------------------------------------------------------------

@@ -50,6 +50,9 @@ TASK_MARKERS: dict[str, str] = {
     "community_rating": "TASK: RATE REPORT RELEVANCE",
     "question_generation": "TASK: GENERATE QUESTIONS",
     "confirm_alias": "TASK: CONFIRM AN ALIAS",
+    "drift_primer": "TASK: PRIME A DRIFT SEARCH",
+    "drift_local_system": "TASK: ANSWER A DRIFT FOLLOW-UP",
+    "drift_reduce_system": "TASK: REDUCE DRIFT ANSWERS",
 }
 PROMPT_NAMES: tuple[str, ...] = tuple(TASK_MARKERS)
 
@@ -317,4 +320,35 @@ def render_question_generation(
         context_data=context_data,
         question_count=str(question_count),
         conversation_history=conversation_history or "(none)",
+    )
+
+
+def render_drift_primer(lib: PromptLibrary, *, community_reports: str, followups: int) -> str:
+    return lib.render("drift_primer", community_reports=community_reports, followups=str(followups))
+
+
+def render_drift_local_system(
+    lib: PromptLibrary,
+    *,
+    context_data: str,
+    global_query: str,
+    followups: int,
+    response_type: str = "a few paragraphs",
+) -> str:
+    return lib.render(
+        "drift_local_system",
+        context_data=context_data,
+        global_query=global_query,
+        followups=str(followups),
+        response_type=response_type,
+    )
+
+
+def render_drift_reduce_system(
+    lib: PromptLibrary, *, intermediate_answers: str, response_type: str = "multiple paragraphs"
+) -> str:
+    return lib.render(
+        "drift_reduce_system",
+        intermediate_answers=intermediate_answers,
+        response_type=response_type,
     )

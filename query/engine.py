@@ -1,4 +1,5 @@
-"""Answering a question by method: local, global or basic search, or suggested questions.
+"""Answering a question by method: local, global, basic or DRIFT search, or suggested
+questions.
 
 ``run_query`` picks the search for a method and, in offline mode (no LLM configured), its
 offline counterpart, so every caller answers the same way: the HTTP routes, ``kgrag query``
@@ -9,12 +10,13 @@ and each method reads only its own.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from query.basic_search import BasicSearchConfig, basic_search
 from query.context import LocalContextConfig
 from query.deps import QueryDeps
+from query.drift_search import DriftConfig, drift_search, offline_drift
 from query.dynamic import DynamicConfig
 from query.global_search import GlobalSearchConfig, global_search
 from query.history import HistoryTurn
@@ -30,7 +32,7 @@ from query.questions import generate_questions
 from query.results import QueryResult, QuestionsResult, graph_basis
 from query.time_window import TimeWindow, parse_time_window
 
-Method = Literal["local", "global", "basic"]
+Method = Literal["local", "global", "basic", "drift"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,7 @@ class QueryOptions:
     top_k_entities: int = 10  # local
     max_context_tokens: int = 12_000  # local and basic
     k: int = 10  # basic: text units
+    drift: DriftConfig = field(default_factory=DriftConfig)  # drift: breadth, depth, budgets
 
 
 def _window(opts: QueryOptions, index: QueryIndex) -> TimeWindow:
@@ -112,12 +115,29 @@ async def _basic(
     )
 
 
+async def _drift(
+    question: str, index: QueryIndex, deps: QueryDeps, opts: QueryOptions
+) -> QueryResult:
+    window = _window(opts, index)
+    if deps.llm is None:
+        return await offline_drift(question, index, deps, config=opts.drift, window=window)
+    return await drift_search(
+        question,
+        index,
+        deps,
+        config=opts.drift,
+        window=window,
+        response_type=opts.response_type,
+    )
+
+
 _METHODS: dict[
     str, Callable[[str, QueryIndex, QueryDeps, QueryOptions], Awaitable[QueryResult]]
 ] = {
     "local": _local,
     "global": _global,
     "basic": _basic,
+    "drift": _drift,
 }
 
 

@@ -1,4 +1,5 @@
-"""Reading the JSON objects the map and rating prompts ask for, as forgivingly as is safe.
+"""Reading the JSON objects the map, rating and DRIFT prompts ask for, as forgivingly as is
+safe.
 
 Models wrap JSON in code fences, add a sentence before it, write scores as "80", 80.0 or
 "80/100", or go over the range. All of that is accepted and clamped; text with no JSON object
@@ -81,3 +82,24 @@ def parse_rating(text: str) -> int:
     if not isinstance(data, dict) or "rating" not in data:
         raise MalformedAnswerError("the answer has no rating")
     return clamp_score(data["rating"], 5)
+
+
+def parse_drift_step(text: str, answer_key: str) -> tuple[str, int, list[str]]:
+    """A DRIFT answer, ``{<answer_key>, "score", "follow_up_queries"}``: the answer text, its
+    score 0..100 and the follow-up questions (blank ones dropped, a single string accepted
+    as one question). An answer without its text is malformed."""
+    data = load_object(text)
+    if not isinstance(data, dict):
+        raise MalformedAnswerError(f"the answer is not an object with {answer_key!r}")
+    answer = str(data.get(answer_key) or "").strip()
+    if not answer:
+        raise MalformedAnswerError(f"the answer has no {answer_key!r}")
+    raw = data.get("follow_up_queries") or []
+    if isinstance(raw, str):
+        raw = [raw]
+    queries = (
+        [q.strip() for q in raw if isinstance(q, str) and q.strip()]
+        if isinstance(raw, list)
+        else []
+    )
+    return answer, clamp_score(data.get("score"), 100), queries

@@ -68,7 +68,7 @@ def best_sentences(
     return picked
 
 
-def _result(
+def offline_result(
     answer: str,
     context: dict[str, list[int]],
     index: QueryIndex,
@@ -93,7 +93,7 @@ def _result(
     )
 
 
-def _cite(dataset: str, record_id: int) -> str:
+def cite(dataset: str, record_id: int) -> str:
     return format_citation([(dataset, [record_id])])
 
 
@@ -119,16 +119,16 @@ async def offline_local(
     lines = [OFFLINE_LABEL]
     for hrid in ctx.ids["Entities"][:top_entities]:
         e = index.full(index.entity_by_hrid[hrid])
-        lines.append(f"- {e.title}: {e.description}{_cite('Entities', hrid)}")
+        lines.append(f"- {e.title}: {e.description}{cite('Entities', hrid)}")
     units = [index.full(index.text_unit_by_hrid[i]) for i in ctx.ids["Sources"]]
     for s, u in best_sentences(units, question, top_sentences):
         lines.append(
-            f'- "{s}" ({u.title}, {u.published_at[:10]}){_cite("Sources", u.human_readable_id)}'
+            f'- "{s}" ({u.title}, {u.published_at[:10]}){cite("Sources", u.human_readable_id)}'
         )
     if len(lines) == 1:
         lines.append(NO_MATCH)
     context = {name: list(ids) for name, ids in ctx.ids.items()}
-    return _result(
+    return offline_result(
         "\n".join(lines),
         context,
         index,
@@ -165,11 +165,11 @@ def offline_global(
     if not matched and ranked:
         lines.append("No report shares words with the question; the highest-rated reports:")
     for r in ranked[:top_reports]:
-        lines.append(f"- {r.title}: {r.summary}{_cite('Reports', r.community)}")
+        lines.append(f"- {r.title}: {r.summary}{cite('Reports', r.community)}")
     if len(lines) == 1:
         lines.append(NO_MATCH)
     context = {"Reports": [r.community for r in reports]}
-    return _result(
+    return offline_result(
         "\n".join(lines), context, index, started, "global", {"level": level, "matched": matched}
     )
 
@@ -191,11 +191,11 @@ async def offline_basic(
     lines = [OFFLINE_LABEL]
     for s, u in best_sentences(units, question, top_passages):
         lines.append(
-            f'- "{s}" ({u.title}, {u.published_at[:10]}){_cite("Sources", u.human_readable_id)}'
+            f'- "{s}" ({u.title}, {u.published_at[:10]}){cite("Sources", u.human_readable_id)}'
         )
     if len(lines) == 1:
         lines.append(NO_MATCH)
-    return _result(
+    return offline_result(
         "\n".join(lines),
         ctx.ids,
         index,

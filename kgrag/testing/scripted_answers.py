@@ -19,6 +19,9 @@ from typing import Any
 
 from kgrag.testing.scripted_contexts import (
     answer_confirm_alias,
+    answer_drift_local,
+    answer_drift_primer,
+    answer_drift_reduce,
     answer_map,
     answer_questions,
     answer_rating,
@@ -41,7 +44,15 @@ from prompts import TASK_MARKERS
 
 # request kind -> marker; kinds are the prompt names without the "_system" suffix
 KINDS: dict[str, str] = {name.removesuffix("_system"): m for name, m in TASK_MARKERS.items()}
-_SYSTEM_KINDS = {"local_search", "basic_search", "global_map", "global_reduce"}
+_SYSTEM_KINDS = {
+    "local_search",
+    "basic_search",
+    "global_map",
+    "global_reduce",
+    "drift_primer",
+    "drift_local",
+    "drift_reduce",
+}
 
 
 def classify(messages: list[dict[str, Any]]) -> str:
@@ -94,6 +105,12 @@ def answer(kind: str, messages: list[dict[str, Any]]) -> str:
             return answer_questions(last)
         case "confirm_alias":
             return answer_confirm_alias(last)
+        case "drift_primer":
+            return answer_drift_primer(system, last)
+        case "drift_local":
+            return answer_drift_local(system, last)
+        case "drift_reduce":
+            return answer_drift_reduce(system)
     return "OK."
 
 

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from kgrag.testing.scripted_text import RequestRejected, clip, last_labelled, words
+from kgrag.testing.scripted_text import RequestRejected, clip, last_labelled, phrases, words
 
 _TABLES = (
     ("entit", "Entities"),
@@ -314,3 +314,99 @@ def answer_questions(prompt: str) -> str:
     )
     qs = [templates[i % 3].format(names[i % len(names)]) for i in range(count)]
     return "\n".join(f"- {q}" for q in qs)
+
+
+# ---- DRIFT --------------------------------------------------------------------------------
+
+_UP_TO = re.compile(r"follow_up_queries: up to (\d+)")
+
+
+def _drift_shape(system: str, answer_key: str, what: str) -> int:
+    """Strict about a DRIFT prompt's JSON shape: the answer key, the score and the follow-up
+    list asked for, with how many follow-ups at most; returns that number."""
+    for needed in (f'"{answer_key}":', '"score":', '"follow_up_queries":'):
+        if needed not in system:
+            raise RequestRejected(f"{what} does not ask for {needed} in its JSON answer")
+    found = _UP_TO.search(system)
+    if found is None:
+        raise RequestRejected(f"{what} does not say how many follow-up queries to ask")
+    return int(found.group(1))
+
+
+def _section(system: str, header: str, what: str) -> str:
+    if header not in system:
+        raise RequestRejected(f"{what} has no {header} section")
+    body = system.split(header, 1)[1].split("\n=== ", 1)[0].strip()
+    if not body:
+        raise RequestRejected(f"{what}'s {header} section is empty")
+    return body
+
+
+def _followups(rows: list[Row], question: str, n: int) -> list[str]:
+    """Questions about the names in ``rows`` the question does not name, best rows first."""
+    asked = words(question)
+    names: list[str] = []
+    for r in rows:
+        for phrase, _ in phrases(_uncited(r.text)):
+            if phrase not in names and not words(phrase) <= asked and len(phrase) > 3:
+                names.append(phrase)
+    return [f"What did {name} do?" for name in names[:n]]
+
+
+def answer_drift_primer(system: str, question: str) -> str:
+    """A first answer from the reports that share words with the question (score by the
+    overlap); when none does, a broad answer from the first reports given (they were chosen
+    as the nearest), scored low. Follow-ups ask about the names those reports carry."""
+    what = "a DRIFT primer prompt"
+    n = _drift_shape(system, "intermediate_answer", what)
+    reports = parse_tables(_section(system, "=== Reports ===", what)).get("Reports", [])
+    if not reports:
+        raise RequestRejected(f"{what} has no Reports table with ids")
+    hits = _relevant(reports, question)
+    rows = [r for _, r in hits][:3] or reports[:3]
+    score = min(100, 20 * hits[0][0]) if hits else 10
+    answer = " ".join(f"{clip(_uncited(r.text), 200)} {_cite({'Reports': [r.id]})}" for r in rows)
+    body = {
+        "intermediate_answer": answer,
+        "score": score,
+        "follow_up_queries": _followups(rows, question, n),
+    }
+    return json.dumps(body)
+
+
+def answer_drift_local(system: str, question: str) -> str:
+    """Local search's scripted answer to the follow-up, scored by the overlap of its best
+    record with the follow-up and the overall question; follow-ups from its best records."""
+    what = "a DRIFT follow-up prompt"
+    n = _drift_shape(system, "response", what)
+    overall = _section(system, "=== Overall question ===", what)
+    tables = parse_tables(_section(system, "=== Data tables ===", what))
+    best = sorted(
+        ((o, r) for rows in tables.values() for o, r in _relevant(rows, question)),
+        key=lambda s: -s[0],
+    )
+    if not best:
+        body: dict[str, Any] = {
+            "response": "The data does not answer this follow-up.",
+            "score": 0,
+            "follow_up_queries": [],
+        }
+        return json.dumps(body)
+    score = min(100, 10 * best[0][0] + 10 * len(words(overall) & words(best[0][1].text)))
+    body = {
+        "response": answer_search(system, question),
+        "score": max(1, score),
+        "follow_up_queries": _followups([r for _, r in best[:3]], question, n),
+    }
+    return json.dumps(body)
+
+
+def answer_drift_reduce(system: str) -> str:
+    """The intermediate answers' cited sentences, best answer first."""
+    data = _section(system, "=== Intermediate answers ===", "a DRIFT reduce prompt")
+    if "----Answer 1----" not in data:
+        raise RequestRejected("a DRIFT reduce prompt has no numbered intermediate answers")
+    cited = [line.strip() for line in data.splitlines() if "[Data:" in line]
+    if not cited:
+        return "I do not know: the intermediate answers found nothing that answers the question."
+    return "## Answer\n\n" + "\n\n".join(cited[:8])

@@ -6,11 +6,14 @@ It serves ``POST /v1/chat/completions`` and ``POST /v1/embeddings`` in OpenAI's 
 - **Request kinds** are recognised by the first line of the prompt, ``TASK: ...``
   (``prompts.TASK_MARKERS``): the last user message is looked at first (extraction,
   gleaning, claims, summaries, reports, rating, questions), then the system messages (local,
-  basic, global map and reduce answers, whose user message is the question). Anything else is
+  basic, global map and reduce, DRIFT primer, follow-up and reduce answers, whose user
+  message is the question). Anything else is
   kind ``unknown`` and gets a short generic answer.
 - **Strictness.** 400 with an OpenAI error body when an extraction prompt lacks its entity
-  types, the three delimiters, a worked example or the chunk text, or when a gleaning turn is
-  not preceded by the earlier answer as an assistant message.
+  types, the three delimiters, a worked example or the chunk text, when a gleaning turn is
+  not preceded by the earlier answer as an assistant message, or when a DRIFT prompt lacks
+  its data section (reports, tables, intermediate answers), the overall question or the JSON
+  shape and follow-up count it must ask for.
 - **Answers are derived from the input** (``kgrag.testing.scripted_answers`` dispatches to
   the ``answer_*`` functions of ``scripted_extraction`` and ``scripted_contexts``):
   capitalised phrases become typed entities, entities of one sentence are related, the

@@ -1,4 +1,4 @@
-"""The question-answering endpoints: ``/v1/query/{local,global,basic}``, ``/v1/questions``
+"""The question-answering endpoints: ``/v1/query/{local,global,basic,drift}``, ``/v1/questions``
 and ``/v1/trends``, with their request bodies.
 
 Each route reads the served index once, checks the question against the service's limits and
@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from query.api.errors import ApiError, documented, error_body
 from query.api.state import ServiceState
 from query.api.views import result_view
+from query.drift_search import DriftConfig
 from query.engine import Method, QueryOptions, run_query, run_questions
 from query.index import QueryIndex
 from query.results import QueryResult, QuestionsResult
@@ -75,6 +76,17 @@ class GlobalQueryRequest(QueryRequest):
 class BasicQueryRequest(QueryRequest):
     k: int = Field(10, ge=1, le=100, description="Text units in the context")
     max_context_tokens: int = Field(12_000, ge=200, le=500_000)
+
+
+class DriftQueryRequest(QueryRequest):
+    """Breadth, depth and budgets; each left out takes the service's ``drift`` setting."""
+
+    primer_k: int | None = Field(None, ge=1, le=50, description="Reports the primer reads")
+    followups: int | None = Field(None, ge=1, le=20, description="Follow-ups per step")
+    depth: int | None = Field(None, ge=0, le=5, description="Steps of follow-ups")
+    local_max_tokens: int | None = Field(
+        None, ge=200, le=500_000, description="Local context tokens per follow-up"
+    )
 
 
 def _stream(
@@ -158,6 +170,21 @@ def routes(state: ServiceState) -> APIRouter:
         return await answer(
             "basic", req, req.options(k=req.k, max_context_tokens=req.max_context_tokens)
         )
+
+    @router.post(
+        "/query/drift",
+        summary="DRIFT search: community reports first, then follow-ups by local search",
+        responses=STREAMED,
+    )
+    async def query_drift(req: DriftQueryRequest) -> Any:
+        config = DriftConfig.of(
+            state.settings.drift,
+            primer_k=req.primer_k,
+            followups=req.followups,
+            depth=req.depth,
+            local_max_tokens=req.local_max_tokens,
+        )
+        return await answer("drift", req, req.options(drift=config))
 
     @router.get("/questions", summary="Suggested next questions from a local context")
     async def questions(

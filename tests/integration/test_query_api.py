@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import socket
 import threading
 import time
@@ -163,7 +164,8 @@ def news_world(version: int = 1, newcomers: int = 0) -> Snapshot:
 
 
 async def write_vectors(settings: Settings, snapshot: Snapshot) -> None:
-    """Entity and text-unit vectors, keyed as the embedder agents key them."""
+    """Entity, text-unit and report vectors, keyed as the embedder agents and the community
+    job key them."""
     embedder = build_embedder(settings)
     ents = snapshot.entities
     evec = await embedder.embed([f"{e.title}: {e.description}" for e in ents])
@@ -193,6 +195,15 @@ async def write_vectors(settings: Settings, snapshot: Snapshot) -> None:
                     },
                 )
                 for u, v in zip(units, uvec, strict=True)
+            ],
+        )
+        reports = snapshot.community_reports
+        rvec = await embedder.embed([f"{r.title}\n{r.summary}" for r in reports])
+        await store.upsert(
+            "report",
+            [
+                (r.id, v, {"level": r.level, "title": r.title, "summary": r.summary})
+                for r, v in zip(reports, rvec, strict=True)
             ],
         )
 
@@ -304,6 +315,7 @@ def assert_cites_existing_records(body: dict[str, Any], index: QueryIndex) -> No
         ("local", {}),
         ("global", {"level": 1}),
         ("basic", {}),
+        ("drift", {}),
     ],
 )
 async def test_answers_cite_records_that_exist(
@@ -341,6 +353,63 @@ async def test_streamed_answer_is_the_same_answer(client: httpx.AsyncClient) -> 
                 done = data
     assert "".join(pieces) == plain["answer"] and done is not None
     assert done["citations"] == plain["citations"]
+
+
+# ---- DRIFT search ------------------------------------------------------------------------------
+
+
+async def test_drift_goes_from_the_reports_down_to_local_detail(
+    api: Api, client: httpx.AsyncClient
+) -> None:
+    api.llm.clear_calls()
+    ask = {"question": "What did OPEC decide about crude output?", "followups": 2, "depth": 2}
+    r = await client.post("/v1/query/drift", json=ask)
+    body = r.json()
+    assert r.status_code == 200, body
+    steps = body["extra"]["steps"]
+    assert [s["depth"] for s in steps][:1] == [0] and {1, 2} <= {s["depth"] for s in steps}
+    assert len(api.llm.calls("drift_primer")) == 1
+    assert 2 < len(api.llm.calls("drift_local")) <= 4  # two steps of at most two follow-ups
+    assert len(api.llm.calls("drift_reduce")) == 1
+    assert body["llm_calls"] == len(api.llm.calls()) <= 1 + 2 * 2 + 1
+    # the answer holds both the reports' overview and the articles' detail
+    assert body["citations"].get("Reports") and body["citations"].get("Sources"), body["answer"]
+    assert_cites_existing_records(body, QueryIndex.from_snapshot(api.snapshot))
+    follow_up_questions = {c.messages[-1]["content"] for c in api.llm.calls("drift_local")}
+    primer = json.loads(api.llm.calls("drift_primer")[0].response)
+    assert set(primer["follow_up_queries"]) & follow_up_questions
+
+
+async def test_drift_streams_the_same_answer(client: httpx.AsyncClient) -> None:
+    ask = {"question": "Where did the Pegasus rocket launch from?", "depth": 1}
+    plain = (await client.post("/v1/query/drift", json=ask)).json()
+    pieces, done = [], None
+    async with client.stream("POST", "/v1/query/drift", json={**ask, "stream": True}) as r:
+        async for kind, data in sse_events(r):
+            if kind == "chunk":
+                pieces.append(data["text"])
+            elif kind == "done":
+                done = data
+    assert "".join(pieces) == plain["answer"] and done is not None
+    assert done["citations"] == plain["citations"] and done["method"] == "drift"
+
+
+async def test_a_drift_answer_that_is_not_its_json_is_asked_once_more(
+    api: Api, client: httpx.AsyncClient
+) -> None:
+    api.llm.clear_calls()
+    api.llm.script("drift_primer", "Sure! Here are my thoughts, in prose.")
+    r = await client.post(
+        "/v1/query/drift", json={"question": "What did OPEC decide about crude output?"}
+    )
+    assert r.status_code == 200, r.text
+    assert len(api.llm.calls("drift_primer")) == 2  # the prose, then the JSON
+    assert r.json()["citations"].get("Reports")
+
+
+async def test_drift_settings_out_of_bounds_are_a_422(client: httpx.AsyncClient) -> None:
+    r = await client.post("/v1/query/drift", json={"question": "OPEC?", "depth": 9})
+    assert r.status_code == 422 and "depth" in r.text
 
 
 # ---- global search -----------------------------------------------------------------------------

@@ -53,6 +53,15 @@ RENDERERS: dict[str, Callable[[p.PromptLibrary], str]] = {
     "confirm_alias": lambda lib: p.render_confirm_alias(
         lib, alias="OTC", canonical="Orion Trade Council", evidence="x", passages=["OTC met."]
     ),
+    "drift_primer": lambda lib: p.render_drift_primer(
+        lib, community_reports="Reports\nid|title|content\n7|Acme|Acme buys", followups=3
+    ),
+    "drift_local_system": lambda lib: p.render_drift_local_system(
+        lib, context_data="Entities\nid|entity\n1|ACME", global_query="Who?", followups=2
+    ),
+    "drift_reduce_system": lambda lib: p.render_drift_reduce_system(
+        lib, intermediate_answers="----Answer 1----\nScore: 80\nAcme [Data: Reports (7)]"
+    ),
 }
 
 
