@@ -86,13 +86,33 @@ async def ask(
 ) -> str:
     """One chat call, tallied in ``usage``. Prompts that carry data go in the system message
     and the user's question is the user message (GraphRAG's layout)."""
-    messages: Sequence[dict[str, str]] = [
-        *([{"role": "system", "content": system}] if system is not None else []),
-        {"role": "user", "content": user},
-    ]
+    messages = _messages(user, system)
     result = await llm.chat(messages, json_mode=json_mode, max_tokens=max_tokens, purpose=purpose)
     usage.add(purpose, result)
     return result.text
+
+
+async def forget(
+    llm: LLM,
+    *,
+    user: str,
+    system: str | None = None,
+    json_mode: bool = False,
+    max_tokens: int | None = None,
+) -> None:
+    """Drop the cached answer of the same call (one that did not parse), so that asking again
+    reaches the model instead of replaying the same output. A model without a cache (no
+    ``forget``) has nothing to drop."""
+    drop = getattr(llm, "forget", None)
+    if drop is not None:
+        await drop(_messages(user, system), json_mode=json_mode, max_tokens=max_tokens)
+
+
+def _messages(user: str, system: str | None) -> Sequence[dict[str, str]]:
+    return [
+        *([{"role": "system", "content": system}] if system is not None else []),
+        {"role": "user", "content": user},
+    ]
 
 
 class LazyVectorStore:

@@ -38,7 +38,7 @@ from prompts import render_drift_local_system, render_drift_primer, render_drift
 from query.activity import active_communities
 from query.citations import check_citations, cited_ids
 from query.context import LocalContextConfig
-from query.deps import QueryDeps, ask
+from query.deps import QueryDeps, ask, forget
 from query.index import QueryIndex
 from query.json_answers import MalformedAnswerError, parse_drift_step
 from query.offline_answers import (
@@ -193,6 +193,9 @@ async def _ask_json(
             return parse_drift_step(text, answer_key)
         except MalformedAnswerError as e:
             log.warning("%s, attempt %d: %s", purpose, attempt, e)
+            await forget(
+                deps.require_llm(), user=user, system=system, json_mode=True, max_tokens=max_tokens
+            )
     return None
 
 

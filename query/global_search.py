@@ -24,7 +24,7 @@ from core.errors import LLMError
 from graph.snapshot_model import SnapshotReport
 from prompts import render_global_map_system, render_global_reduce_system
 from query.citations import CitationCheck, check_citations, cited_ids
-from query.deps import QueryDeps, ask
+from query.deps import QueryDeps, ask, forget
 from query.dynamic import DynamicConfig, select_communities
 from query.errors import AllMapCallsFailedError
 from query.history import HistoryTurn, history_table
@@ -98,6 +98,13 @@ async def _map_batch(
             break
         except MalformedAnswerError as e:
             log.warning("map batch %d, attempt %d: %s", n, attempt, e)
+            await forget(
+                llm,
+                user=question,
+                system=system,
+                json_mode=True,
+                max_tokens=config.map_max_answer_tokens,
+            )
     else:
         return _MapOutcome([], 0, failed=False)
     allowed = {"Reports": set(batch.ids)}
