@@ -125,29 +125,47 @@ async def match_reports(
 ) -> list[SnapshotReport]:
     """The ``k`` reports nearest the question, of communities active in ``window``: by the
     report vectors, topped up by shared words when the vectors give fewer (none written yet,
-    or Weaviate unreachable)."""
+    or Weaviate unreachable). A community nested in (or holding) one already picked, sharing
+    more than half of the smaller one's members, is left out: a parent and its child often
+    tell the same story, and the primer should read ``k`` different ones."""
     active = active_communities(index, window)
 
     def wanted(number: int) -> bool:
         return number in index.reports and (active is None or number in active)
 
-    numbers: list[int] = []
+    candidates: list[int] = []
     try:
         [vector] = await deps.embedder.embed([question])
-        hits = await deps.store.search("report", vector, limit=4 * k)
+        hits = await deps.store.search("report", vector, limit=8 * k)
     except Exception as e:  # the reports' words still match: a search degraded, not failed
         log.warning("report vectors not searched (%s); matching reports by their words", e)
         hits = []
     for hit in hits:
         community = index.community_by_id.get(hit.key)
         if community is not None and wanted(community.community):
-            numbers.append(community.community)
-    if len(numbers) < k:
+            candidates.append(community.community)
+    picked = _distinct(index, candidates, k)
+    if len(picked) < k:
         pool = [index.full(r) for n, r in sorted(index.reports.items()) if wanted(n)]
         ranked, _ = rank_reports_by_overlap(pool, question)
         best = sorted(pool, key=lambda r: (-r.rank, -r.size, r.community))
-        numbers += [r.community for r in (*ranked, *best) if r.community not in numbers]
-    return [index.full(index.reports[n]) for n in dict.fromkeys(numbers[:k])]
+        picked = _distinct(index, [*picked, *(r.community for r in (*ranked, *best))], k)
+    return [index.full(index.reports[n]) for n in picked]
+
+
+def _distinct(index: QueryIndex, numbers: Sequence[int], k: int) -> list[int]:
+    """The first ``k`` of ``numbers`` whose members do not mostly repeat an earlier one's."""
+    picked: list[int] = []
+    members: list[set[str]] = []
+    for n in dict.fromkeys(numbers):
+        mine = set(index.communities[n].entity_ids)
+        if any(len(mine & other) * 2 > min(len(mine), len(other)) for other in members):
+            continue
+        picked.append(n)
+        members.append(mine)
+        if len(picked) == k:
+            break
+    return picked
 
 
 def report_folds(
