@@ -180,12 +180,18 @@ async def open_deps(
             await store._ready()
         except VectorStoreError as e:
             log.warning("%s; will retry on the first query", e)
-        yield QueryDeps(
-            embedder=build_embedder(settings),
-            store=store,
-            prompts=PromptLibrary(settings.extraction.prompts_dir),
-            count_tokens=token_counter(settings.chunking.encoding),
-            llm=build_llm(settings, registry),
-        )
+        llm = build_llm(settings, registry)
+        try:
+            yield QueryDeps(
+                embedder=build_embedder(settings),
+                store=store,
+                prompts=PromptLibrary(settings.extraction.prompts_dir),
+                count_tokens=token_counter(settings.chunking.encoding),
+                llm=llm,
+            )
+        finally:
+            close = getattr(llm, "aclose", None)
+            if close is not None:  # its HTTP connections, else left for the interpreter's exit
+                await close()
     finally:
         await store.close()

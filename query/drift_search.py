@@ -51,7 +51,7 @@ from query.offline_answers import (
 )
 from query.report_batches import REPORT_HEADER
 from query.results import LLMUsage, QueryResult
-from query.tables import Table, TokenCounter, fill, line_cost
+from query.tables import Table, TokenCounter, fill, within_budget
 from query.time_window import TimeWindow
 
 log = logging.getLogger(__name__)
@@ -185,36 +185,57 @@ def report_folds(
 # ---- with the LLM -------------------------------------------------------------------------
 
 
-async def _ask_json(
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One DRIFT call: its purpose, prompt, question and the key its JSON answers under."""
+
+    purpose: str
+    system: str
+    user: str
+    answer_key: str
+
+
+async def _step(
     deps: QueryDeps,
     usage: LLMUsage,
+    call: Call,
+    config: DriftConfig,
     *,
-    purpose: str,
-    system: str,
-    user: str,
-    answer_key: str,
-    max_tokens: int,
-) -> tuple[str, int, list[str]] | None:
-    """One DRIFT call whose answer must be the prompt's JSON, asked once more when it is not;
-    None when neither answer was."""
+    depth: int,
+    context: dict[str, list[int]],
+    allowed: dict[str, set[int]],
+) -> Step:
+    """Ask ``call``; an answer that is not the prompt's JSON is asked once more (dropped from
+    the cache first), then the step counts as failed. Citations are checked against
+    ``allowed``, what the call was shown."""
+    llm = deps.require_llm()
     for attempt in (1, 2):
         text = await ask(
-            deps.require_llm(),
+            llm,
             usage,
-            purpose=purpose,
-            system=system,
-            user=user,
+            purpose=call.purpose,
+            system=call.system,
+            user=call.user,
             json_mode=True,
-            max_tokens=max_tokens,
+            max_tokens=config.max_answer_tokens,
         )
         try:
-            return parse_drift_step(text, answer_key)
+            answer, score, followups = parse_drift_step(text, call.answer_key)
         except MalformedAnswerError as e:
-            log.warning("%s, attempt %d: %s", purpose, attempt, e)
+            log.warning("%s, attempt %d: %s", call.purpose, attempt, e)
             await forget(
-                deps.require_llm(), user=user, system=system, json_mode=True, max_tokens=max_tokens
+                llm,
+                user=call.user,
+                system=call.system,
+                json_mode=True,
+                max_tokens=config.max_answer_tokens,
             )
-    return None
+            continue
+        checked = check_citations(answer, allowed)
+        return Step(
+            call.user, depth, checked.text, score, tuple(followups), context, checked.removed
+        )
+    return Step(call.user, depth, "", 0, (), context, failed=True)
 
 
 async def _primer(
@@ -224,20 +245,9 @@ async def _primer(
         deps.prompts, community_reports=table.render(), followups=config.followups
     )
     context = {"Reports": list(table.ids)}
-    parsed = await _ask_json(
-        deps,
-        usage,
-        purpose="drift_primer",
-        system=system,
-        user=question,
-        answer_key="intermediate_answer",
-        max_tokens=config.max_answer_tokens,
-    )
-    if parsed is None:
-        return Step(question, 0, "", 0, (), context, failed=True)
-    answer, score, followups = parsed
-    checked = check_citations(answer, {"Reports": set(table.ids)})
-    return Step(question, 0, checked.text, score, tuple(followups), context, checked.removed)
+    allowed = {"Reports": set(table.ids)}
+    call = Call("drift_primer", system, question, "intermediate_answer")
+    return await _step(deps, usage, call, config, depth=0, context=context, allowed=allowed)
 
 
 async def _followup(
@@ -260,20 +270,10 @@ async def _followup(
         global_query=question,
         followups=config.followups,
     )
-    parsed = await _ask_json(
-        deps,
-        usage,
-        purpose="drift_local",
-        system=system,
-        user=query,
-        answer_key="response",
-        max_tokens=config.max_answer_tokens,
+    call = Call("drift_local", system, query, "response")
+    return await _step(
+        deps, usage, call, config, depth=depth, context=context, allowed=ctx.id_sets()
     )
-    if parsed is None:
-        return Step(query, depth, "", 0, (), context, failed=True)
-    answer, score, followups = parsed
-    checked = check_citations(answer, ctx.id_sets())
-    return Step(query, depth, checked.text, score, tuple(followups), context, checked.removed)
 
 
 class Frontier:
@@ -300,16 +300,15 @@ class Frontier:
 def reduce_context(steps: Sequence[Step], *, budget: int, count: TokenCounter) -> str:
     """The intermediate answers that scored above 0, best first, within ``budget``."""
     ranked = sorted((s for s in steps if s.score > 0 and s.answer), key=lambda s: -s.score)
-    parts: list[str] = []
-    used = 0
-    for n, s in enumerate(ranked, start=1):
-        block = f"----Answer {n}----\nQuestion: {s.query}\nScore: {s.score}\n{s.answer}"
-        cost = sum(line_cost(line, count) for line in block.splitlines()) + 1
-        if used + cost > budget:
-            continue  # a long answer does not keep the shorter ones after it out
-        parts.append(block)
-        used += cost
-    return "\n\n".join(parts)
+    blocks = [(s.query, s.score, s.answer) for s in ranked]
+    # a long answer does not keep the shorter ones after it out; numbered once chosen
+    kept = within_budget(
+        (f"Question: {q}\nScore: {score}\n{a}" for q, score, a in blocks),
+        budget,
+        count,
+        skip_over=True,
+    )
+    return "\n\n".join(f"----Answer {n}----\n{b}" for n, b in enumerate(kept, start=1))
 
 
 def merged_context(steps: Sequence[Step]) -> dict[str, list[int]]:

@@ -32,7 +32,7 @@ from query.index import QueryIndex
 from query.json_answers import MalformedAnswerError, parse_map_points
 from query.report_batches import ReportBatch, level_reports, make_batches
 from query.results import LLMUsage, QueryResult
-from query.tables import TokenCounter, line_cost
+from query.tables import TokenCounter, within_budget
 from query.time_window import TimeWindow
 
 log = logging.getLogger(__name__)
@@ -146,16 +146,11 @@ def reduce_context(
 ) -> tuple[str, set[int]]:
     """The best points as analyst reports within ``budget``, and the report ids they cite."""
     ranked = sorted(points, key=lambda p: -p.score)
-    parts: list[str] = []
-    used = 0
-    for n, p in enumerate(ranked, start=1):
-        block = f"----Analyst {n}----\nImportance Score: {p.score}\n{p.description}"
-        cost = sum(line_cost(line, count) for line in block.splitlines()) + 1
-        if used + cost > budget:
-            break
-        parts.append(block)
-        used += cost
-    text = "\n\n".join(parts)
+    blocks = (
+        f"----Analyst {n}----\nImportance Score: {p.score}\n{p.description}"
+        for n, p in enumerate(ranked, start=1)
+    )
+    text = "\n\n".join(within_budget(blocks, budget, count))
     return text, set(cited_ids(text).get("Reports", []))
 
 

@@ -112,3 +112,21 @@ def truncate_to_tokens(text: str, budget: int, count: TokenCounter) -> str:
         else:
             hi = mid - 1
     return " ".join(words[:lo])
+
+
+def within_budget(
+    blocks: Iterable[str], budget: int, count: TokenCounter, *, skip_over: bool = False
+) -> list[str]:
+    """The ``blocks`` that fit ``budget`` tokens together, in order. A block too big for what
+    is left ends the list, or with ``skip_over`` is passed over for the smaller ones after it."""
+    kept: list[str] = []
+    used = 0
+    for block in blocks:
+        cost = sum(line_cost(line, count) for line in block.splitlines()) + 1
+        if used + cost > budget:
+            if skip_over:
+                continue
+            break
+        kept.append(block)
+        used += cost
+    return kept

@@ -340,18 +340,26 @@ async def test_made_up_citation_is_removed_and_counted(api: Api, client: httpx.A
     assert 'kgrag_query_removed_citations_total{method="local"} 2.0' in metrics
 
 
-async def test_streamed_answer_is_the_same_answer(client: httpx.AsyncClient) -> None:
-    ask = {"question": "Where did the Pegasus rocket launch from?"}
-    plain = (await client.post("/v1/query/basic", json=ask)).json()
+async def streamed(
+    client: httpx.AsyncClient, path: str, ask: dict[str, Any]
+) -> tuple[str, dict[str, Any] | None]:
+    """The concatenated ``chunk`` texts of a streamed answer and its ``done`` event."""
     pieces, done = [], None
-    async with client.stream("POST", "/v1/query/basic", json={**ask, "stream": True}) as r:
+    async with client.stream("POST", path, json={**ask, "stream": True}) as r:
         assert r.headers["content-type"].startswith("text/event-stream")
         async for kind, data in sse_events(r):
             if kind == "chunk":
                 pieces.append(data["text"])
             elif kind == "done":
                 done = data
-    assert "".join(pieces) == plain["answer"] and done is not None
+    return "".join(pieces), done
+
+
+async def test_streamed_answer_is_the_same_answer(client: httpx.AsyncClient) -> None:
+    ask = {"question": "Where did the Pegasus rocket launch from?"}
+    plain = (await client.post("/v1/query/basic", json=ask)).json()
+    text, done = await streamed(client, "/v1/query/basic", ask)
+    assert text == plain["answer"] and done is not None
     assert done["citations"] == plain["citations"]
 
 
@@ -383,14 +391,8 @@ async def test_drift_goes_from_the_reports_down_to_local_detail(
 async def test_drift_streams_the_same_answer(client: httpx.AsyncClient) -> None:
     ask = {"question": "Where did the Pegasus rocket launch from?", "depth": 1}
     plain = (await client.post("/v1/query/drift", json=ask)).json()
-    pieces, done = [], None
-    async with client.stream("POST", "/v1/query/drift", json={**ask, "stream": True}) as r:
-        async for kind, data in sse_events(r):
-            if kind == "chunk":
-                pieces.append(data["text"])
-            elif kind == "done":
-                done = data
-    assert "".join(pieces) == plain["answer"] and done is not None
+    text, done = await streamed(client, "/v1/query/drift", ask)
+    assert text == plain["answer"] and done is not None
     assert done["citations"] == plain["citations"] and done["method"] == "drift"
 
 
