@@ -27,7 +27,13 @@ app = typer.Typer(
 services_app = typer.Typer(
     help="Local Kafka, Weaviate and object store (no Docker needed).", no_args_is_help=True
 )
-from kgrag.cli_query import api_cmd, query_app, trends_cmd, watch_cmd  # noqa: E402
+from kgrag.cli_query import (  # noqa: E402
+    api_cmd,
+    query_app,
+    questions_cmd,
+    trends_cmd,
+    watch_cmd,
+)
 from kgrag.cli_status import status_cmd  # noqa: E402
 
 app.add_typer(services_app, name="services")
@@ -277,6 +283,7 @@ def delete_cmd(
 
 # ---- query, trends, watch, api (kgrag/cli_query.py) --------------------------------------
 
+app.command("questions")(questions_cmd)
 app.command("trends")(trends_cmd)
 app.command("watch")(watch_cmd)
 app.command("api")(api_cmd)

@@ -1,4 +1,5 @@
-"""``kgrag query local|global|basic|drift``, ``kgrag trends``, ``kgrag watch``, ``kgrag api``.
+"""``kgrag query local|global|basic|drift``, ``kgrag questions``, ``kgrag trends``,
+``kgrag watch``, ``kgrag api``.
 
 The query commands work directly on the snapshot store and Weaviate (no HTTP service needed)
 through the same ``query.engine.run_query`` the API uses, so an answer on the command line
@@ -12,6 +13,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 from datetime import date, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import orjson
@@ -63,6 +65,13 @@ AsOf = Annotated[
 Level = Annotated[int, typer.Option(help="Community level (0 is the coarsest)")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead")]
 Question = Annotated[str, typer.Argument(help="The question")]
+HistoryFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--history",
+        help="Earlier turns of the conversation: a JSON list of {role, content}, oldest first",
+    ),
+]
 
 
 def _fail(message: str) -> NoReturn:
@@ -102,8 +111,9 @@ def _query(
     from query.engine import QueryOptions
 
     settings = get_settings()
-    opts = QueryOptions(**options)
     try:
+        history = _history(options.pop("history", None))
+        opts = QueryOptions(history=history, **options)
         result, index = asyncio.run(_ask(settings, method, question, opts, as_of))
     except KgragError as e:
         _fail(str(e))
@@ -111,6 +121,50 @@ def _query(
         _print_json(result_view(result, index))
     else:
         print_answer(result, index)
+
+
+def questions_cmd(
+    question: Question,
+    count: Annotated[int, typer.Option(min=1, max=20, help="How many questions")] = 5,
+    since: Since = None,
+    until: Until = None,
+    history: HistoryFile = None,
+    as_of: AsOf = None,
+    as_json: AsJson = False,
+) -> None:
+    """Suggested next questions, from the local context of the latest question (and the
+    conversation so far, which they do not repeat)."""
+    from query.deps import open_deps
+    from query.engine import QueryOptions, run_questions
+
+    settings = get_settings()
+
+    async def ask(opts: QueryOptions) -> Any:
+        index = await asyncio.to_thread(load_index, settings, as_of)
+        async with open_deps(settings) as deps:
+            return await run_questions(question, index, deps, count=count, opts=opts)
+
+    try:
+        opts = QueryOptions(since=since, until=until, history=_history(history))
+        result = asyncio.run(ask(opts))
+    except KgragError as e:
+        _fail(str(e))
+    if as_json:
+        _print_json(result.as_dict())
+        return
+    for n, q in enumerate(result.questions, start=1):
+        console.print(f"{n}. {q}", highlight=False)
+    console.print(
+        f"[dim]{result.mode} · snapshot {result.snapshot_version} · {result.llm_calls} LLM "
+        f"call(s), {result.prompt_tokens}+{result.completion_tokens} tokens, "
+        f"{result.elapsed_ms:.0f} ms[/]"
+    )
+
+
+def _history(path: Path | None) -> tuple[Any, ...]:
+    from query.history import read_history
+
+    return () if path is None else read_history(path)
 
 
 def _print_json(obj: Any) -> None:
@@ -162,11 +216,14 @@ def local_cmd(
     since: Since = None,
     until: Until = None,
     level: Level = 2,
+    history: HistoryFile = None,
     as_of: AsOf = None,
     as_json: AsJson = False,
 ) -> None:
     """About specific entities: the question's nearest entities and what surrounds them."""
-    _query("local", question, as_json, as_of, since=since, until=until, level=level)
+    _query(
+        "local", question, as_json, as_of, since=since, until=until, level=level, history=history
+    )
 
 
 @query_app.command("global")
@@ -178,12 +235,21 @@ def global_cmd(
     dynamic: Annotated[
         bool, typer.Option(help="Rate reports top-down, read only relevant branches")
     ] = False,
+    history: HistoryFile = None,
     as_of: AsOf = None,
     as_json: AsJson = False,
 ) -> None:
     """About the whole collection: map-reduce over the community reports of one level."""
     _query(
-        "global", question, as_json, as_of, since=since, until=until, level=level, dynamic=dynamic
+        "global",
+        question,
+        as_json,
+        as_of,
+        since=since,
+        until=until,
+        level=level,
+        dynamic=dynamic,
+        history=history,
     )
 
 
@@ -193,11 +259,12 @@ def basic_cmd(
     since: Since = None,
     until: Until = None,
     k: Annotated[int, typer.Option(help="Text units in the context")] = 10,
+    history: HistoryFile = None,
     as_of: AsOf = None,
     as_json: AsJson = False,
 ) -> None:
     """Baseline RAG: the text units nearest to the question."""
-    _query("basic", question, as_json, as_of, since=since, until=until, k=k)
+    _query("basic", question, as_json, as_of, since=since, until=until, k=k, history=history)
 
 
 @query_app.command("drift")
@@ -210,6 +277,7 @@ def drift_cmd(
     ] = None,
     followups: Annotated[int | None, typer.Option(help="Follow-ups answered per step")] = None,
     depth: Annotated[int | None, typer.Option(help="Steps of follow-ups")] = None,
+    history: HistoryFile = None,
     as_of: AsOf = None,
     as_json: AsJson = False,
 ) -> None:
@@ -220,7 +288,9 @@ def drift_cmd(
     config = DriftConfig.of(
         get_settings().drift, primer_k=primer_k, followups=followups, depth=depth
     )
-    _query("drift", question, as_json, as_of, since=since, until=until, drift=config)
+    _query(
+        "drift", question, as_json, as_of, since=since, until=until, drift=config, history=history
+    )
 
 
 # ---- trends ------------------------------------------------------------------------------------

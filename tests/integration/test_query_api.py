@@ -14,10 +14,13 @@ import asyncio
 import itertools
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -44,7 +47,7 @@ from query.api.app import create_app
 from query.global_search import NO_DATA_ANSWER
 from query.index import QueryIndex
 from streams.admin import delete_namespace_topics, ensure_topics
-from tests.conftest import make_settings
+from tests.conftest import make_settings, settings_env
 from tests.integration.helpers import produce_raw, read_topic
 from tests.unit.test_query_support import comm, ent, rel, report, unit
 
@@ -679,3 +682,48 @@ async def test_queries_keep_succeeding_while_snapshots_are_published(
         await asyncio.sleep(0.1)
     newest = (await client.get(f"/v1/entities/Newcomer {last - 1}")).json()
     assert newest["snapshot_version"] == last
+
+
+# ---- the CLI beside the API ----------------------------------------------------------------------
+
+
+def kgrag_cli(api: Api, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kgrag.cli", *args],
+        env=settings_env(api.settings),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def test_the_cli_takes_a_conversation_and_suggests_questions(api: Api, tmp_path: Path) -> None:
+    history = tmp_path / "history.json"
+    history.write_text(
+        json.dumps(
+            [
+                {"role": "user", "content": "What did OPEC decide about quotas?"},
+                {"role": "assistant", "content": "OPEC held its output ceiling."},
+            ]
+        ),
+        encoding="utf-8",
+    )
+    api.llm.clear_calls()
+    local = kgrag_cli(api, "query", "local", "--json", "--history", str(history), "And Kuwait?")
+    assert local.returncode == 0, local.stderr
+    assert json.loads(local.stdout)["method"] == "local"
+    [call] = api.llm.calls("local_search")
+    assert "What did OPEC decide about quotas?" in call.messages[0]["content"]
+    asked = kgrag_cli(
+        api, "questions", "--json", "--count", "3", "--history", str(history), "What did OPEC do?"
+    )
+    assert asked.returncode == 0, asked.stderr
+    body = json.loads(asked.stdout)
+    assert len(body["questions"]) == 3 and body["llm_calls"] == 1
+    [call] = api.llm.calls("question_generation")
+    assert "What did OPEC decide about quotas?" in str(call.messages)
+    history.write_text('[{"role": "system", "content": "x"}]', encoding="utf-8")
+    bad = kgrag_cli(api, "query", "basic", "--history", str(history), "Kuwait?")
+    said = " ".join(bad.stderr.split())  # the console wraps long lines
+    assert bad.returncode == 1 and "turn 1 must be an object with role" in said
+    assert "Traceback" not in bad.stderr
