@@ -29,6 +29,7 @@ from kgrag.testing.scripted_contexts import (
     answer_report,
     answer_reports,
     answer_search,
+    check_query_prompt,
 )
 from kgrag.testing.scripted_extraction import (
     COMPLETE,
@@ -39,7 +40,7 @@ from kgrag.testing.scripted_extraction import (
     answer_glean_loop,
     answer_summary,
 )
-from kgrag.testing.scripted_text import WORD_RE, content_text
+from kgrag.testing.scripted_text import WORD_RE, RequestRejected, content_text
 from prompts import TASK_MARKERS
 
 # request kind -> marker; kinds are the prompt names without the "_system" suffix
@@ -71,13 +72,18 @@ def classify(messages: list[dict[str, Any]]) -> str:
     return "unknown"
 
 
-def answer(kind: str, messages: list[dict[str, Any]]) -> str:
-    """The scripted model: a well-formed answer derived from the request, or RequestRejected."""
+def answer(kind: str, messages: list[dict[str, Any]], json_mode: bool | None = None) -> str:
+    """The scripted model: a well-formed answer derived from the request, or RequestRejected
+    (also for a request of no kind it knows: a prompt without its ``TASK:`` line).
+    ``json_mode``: whether the request asked for a JSON answer (None: not known)."""
     users = [content_text(m) for m in messages if m.get("role") == "user"]
     system = "\n".join(
         content_text(m) for m in messages if m.get("role") in ("system", "developer")
     )
     last = users[-1] if users else ""
+    check_query_prompt(
+        kind, last if kind in ("question_generation", "community_rating") else system, json_mode
+    )
     match kind:
         case "extract_graph":
             return answer_extraction(last)
@@ -111,7 +117,12 @@ def answer(kind: str, messages: list[dict[str, Any]]) -> str:
             return answer_drift_local(system, last)
         case "drift_reduce":
             return answer_drift_reduce(system)
-    return "OK."
+    first = (system or last).strip().splitlines()[:1]
+    raise RequestRejected(
+        f"no TASK: line this model knows starts the prompt (it starts {first[0][:60]!r})"
+        if first
+        else "the request has no prompt"
+    )
 
 
 def malform(kind: str, text: str) -> str:

@@ -410,3 +410,36 @@ def answer_drift_reduce(system: str) -> str:
     if not cited:
         return "I do not know: the intermediate answers found nothing that answers the question."
     return "## Answer\n\n" + "\n\n".join(cited[:8])
+
+
+# ---- strict about the query prompts --------------------------------------------------------
+
+# kind -> the sections its prompt must carry, and whether it must ask for a JSON answer
+QUERY_PROMPTS: dict[str, tuple[tuple[str, ...], bool]] = {
+    "local_search": (("=== How to answer ===", "=== Data tables ==="), False),
+    "basic_search": (("=== How to answer ===", "=== Sources ==="), False),
+    "global_map": (("=== How to answer ===", "=== Reports ==="), True),
+    "global_reduce": (("=== How to answer ===", "=== Analyst reports ==="), False),
+    "question_generation": (("=== How to answer ===", "=== Data tables ==="), False),
+    "community_rating": ((), True),
+    "drift_primer": (("=== How to answer ===", "=== Reports ==="), True),
+    "drift_local": (("=== How to answer ===", "=== Data tables ==="), True),
+    "drift_reduce": (("=== How to answer ===", "=== Intermediate answers ==="), False),
+}
+
+
+def check_query_prompt(kind: str, prompt: str, json_mode: bool | None) -> None:
+    """Refuse a query prompt without its sections, without the citation form it must ask for
+    (answers that cite), or sent without JSON mode when its answer is JSON (``json_mode`` None:
+    not known, as for in-process callers)."""
+    if kind not in QUERY_PROMPTS:
+        return
+    sections, wants_json = QUERY_PROMPTS[kind]
+    what = f"a {kind.replace('_', ' ')} prompt"
+    for header in sections:
+        if header not in prompt:
+            raise RequestRejected(f"{what} has no {header} section")
+    if kind not in ("question_generation", "community_rating") and "[Data:" not in prompt:
+        raise RequestRejected(f"{what} does not ask for citations in the [Data: …] form")
+    if wants_json and json_mode is False:
+        raise RequestRejected(f"{what} asks for JSON but the request is not in JSON mode")

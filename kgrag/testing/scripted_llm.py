@@ -265,7 +265,8 @@ class ScriptedLLMServer:
             if (failure := await self._http_fault(call)) is not None:
                 return failure
             try:
-                text = self._next_script(kind) or answer(kind, messages)
+                wants = (body.get("response_format") or {}).get("type") == "json_object"
+                text = self._next_script(kind) or answer(kind, messages, json_mode=wants)
             except RequestRejected as e:
                 call.status = 400
                 return self._error(400, str(e), "invalid_request_error")

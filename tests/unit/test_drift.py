@@ -58,7 +58,7 @@ def scripted(override: dict[str, str] | None = None) -> ScriptedLLM:
     def reply(call: Call) -> str:
         if override and call.purpose in override:
             return override[call.purpose]
-        return answer(classify(call.messages), call.messages)
+        return answer(classify(call.messages), call.messages, json_mode=call.json_mode)
 
     return ScriptedLLM(reply)
 
@@ -298,10 +298,17 @@ class TestScriptedModel:
 
     def test_the_server_answers_a_malformed_drift_prompt_with_a_400(self) -> None:
         broken = self.primer("(no reports)")
+        good = self.primer("-----Reports-----\nid|title|rating|content\n1|Oil|5|OPEC met.")
+        json_mode = {"response_format": {"type": "json_object"}}
         with ScriptedLLMServer() as server:
-            resp = httpx.post(
-                f"{server.base_url}/chat/completions",
-                json={"model": "m", "messages": broken},
-                timeout=10,
-            )
-        assert resp.status_code == 400 and "Reports" in resp.json()["error"]["message"]
+
+            def post(messages: list[dict[str, str]], **extra: object) -> httpx.Response:
+                body = {"model": "m", "messages": messages, **extra}
+                return httpx.post(f"{server.base_url}/chat/completions", json=body, timeout=10)
+
+            no_reports = post(broken, **json_mode)
+            not_json = post(good)
+            fine = post(good, **json_mode)
+        assert no_reports.status_code == 400 and "Reports" in no_reports.text
+        assert not_json.status_code == 400 and "JSON mode" in not_json.text
+        assert fine.status_code == 200

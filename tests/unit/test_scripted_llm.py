@@ -62,12 +62,13 @@ def _clean(server: ScriptedLLMServer) -> Iterator[None]:
     yield
 
 
-def post_chat(srv: ScriptedLLMServer, messages: list[dict[str, str]]) -> httpx.Response:
-    return httpx.post(
-        f"{srv.base_url}/chat/completions",
-        json={"model": "m", "messages": messages},
-        timeout=10,
-    )
+def post_chat(
+    srv: ScriptedLLMServer, messages: list[dict[str, str]], *, json_mode: bool = False
+) -> httpx.Response:
+    body: dict[str, object] = {"model": "m", "messages": messages}
+    if json_mode:
+        body["response_format"] = {"type": "json_object"}
+    return httpx.post(f"{srv.base_url}/chat/completions", json=body, timeout=10)
 
 
 def text_of(resp: httpx.Response) -> str:
@@ -194,7 +195,9 @@ class TestOtherKinds:
             {"role": "system", "content": p.render_global_map_system(LIB, context_data=reports)},
             {"role": "user", "content": question},
         ]
-        points = p.MapResponse.model_validate_json(text_of(post_chat(server, msgs))).points
+        points = p.MapResponse.model_validate_json(
+            text_of(post_chat(server, msgs, json_mode=True))
+        ).points
         assert (max(pt.score for pt in points) > 0) is scored
         if scored:
             assert "[Data: Reports (7)]" in points[0].description
@@ -234,7 +237,7 @@ class TestOtherKinds:
             LIB, question="anvil patents", report_text="Acme sued Widget over anvil patents"
         )
         rating = p.RatingResponse.model_validate_json(
-            text_of(post_chat(server, [{"role": "user", "content": prompt}]))
+            text_of(post_chat(server, [{"role": "user", "content": prompt}], json_mode=True))
         )
         assert rating.rating > 0
 
@@ -736,3 +739,45 @@ def test_runs_as_its_own_process() -> None:
         proc.wait(10)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+class TestStrictQueryPrompts:
+    """Query prompts are held to their form, so an LLM-mode query test can fail."""
+
+    def local(self, data: str = "-----Entities-----\nid|entity\n1|ACME") -> str:
+        return p.render_local_search_system(LIB, context_data=data)
+
+    def test_a_prompt_without_a_task_line_is_refused(self) -> None:
+        system = self.local().split("\n", 1)[1]  # the TASK: line dropped
+        msgs = [{"role": "system", "content": system}, {"role": "user", "content": "ACME?"}]
+        assert classify(msgs) == "unknown"
+        with pytest.raises(RequestRejected, match="no TASK: line"):
+            answer("unknown", msgs)
+
+    @pytest.mark.parametrize(
+        ("kind", "system", "said"),
+        [
+            ("local_search", "=== Data tables ===", "no === Data tables === section"),
+            ("local_search", "[Data:", "citations"),
+            ("global_reduce", "=== Analyst reports ===", "no === Analyst reports ==="),
+        ],
+    )
+    def test_a_query_prompt_without_its_parts_is_refused(
+        self, kind: str, system: str, said: str
+    ) -> None:
+        prompt = (
+            self.local()
+            if kind == "local_search"
+            else p.render_global_reduce_system(LIB, report_data="A [Data: Reports (1)]")
+        )
+        broken = prompt.replace(system, "")
+        msgs = [{"role": "system", "content": broken}, {"role": "user", "content": "ACME?"}]
+        with pytest.raises(RequestRejected, match=re.escape(said)):
+            answer(kind, msgs)
+
+    def test_a_map_prompt_must_be_sent_in_json_mode(self, server: ScriptedLLMServer) -> None:
+        system = p.render_global_map_system(LIB, context_data="-----Reports-----\nid|title\n7|Acme")
+        msgs = [{"role": "system", "content": system}, {"role": "user", "content": "Acme?"}]
+        refused = post_chat(server, msgs)
+        assert refused.status_code == 400 and "JSON mode" in refused.text
+        assert post_chat(server, msgs, json_mode=True).status_code == 200
