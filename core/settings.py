@@ -144,6 +144,28 @@ class WeaviateSettings(BaseModel):
         return 443 if self.url.startswith("https") else 80
 
 
+class ModelPrice(BaseModel):
+    """US dollars per million tokens."""
+
+    input_per_million: float = Field(0.0, ge=0)
+    output_per_million: float = Field(0.0, ge=0)
+
+
+# list prices of common OpenAI models (USD per million tokens); any other model (a local one)
+# costs 0 unless ``llm.prices`` names it. A dated snapshot ("gpt-4o-2024-08-06") takes the
+# price of its longest listed prefix.
+DEFAULT_PRICES: dict[str, ModelPrice] = {
+    "gpt-4o": ModelPrice(input_per_million=2.50, output_per_million=10.00),
+    "gpt-4o-mini": ModelPrice(input_per_million=0.15, output_per_million=0.60),
+    "gpt-4.1": ModelPrice(input_per_million=2.00, output_per_million=8.00),
+    "gpt-4.1-mini": ModelPrice(input_per_million=0.40, output_per_million=1.60),
+    "gpt-4.1-nano": ModelPrice(input_per_million=0.10, output_per_million=0.40),
+    "o3-mini": ModelPrice(input_per_million=1.10, output_per_million=4.40),
+    "text-embedding-3-small": ModelPrice(input_per_million=0.02),
+    "text-embedding-3-large": ModelPrice(input_per_million=0.13),
+}
+
+
 class LLMSettings(BaseModel):
     base_url: str | None = Field(
         None, description="OpenAI-compatible endpoint; unset means offline mode"
@@ -164,10 +186,24 @@ class LLMSettings(BaseModel):
     cache_dir: Path | None = Field(
         None, description="Response cache directory (default: <data_dir>/llm-cache)"
     )
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=lambda: dict(DEFAULT_PRICES),
+        description="USD per million input and output tokens, by model name (JSON); models "
+        "not listed (local ones) cost 0",
+    )
 
     @property
     def offline(self) -> bool:
         return not self.base_url
+
+    def price(self, model: str | None = None) -> ModelPrice | None:
+        """The price of ``model`` (default: the chat model): listed exactly, else by its
+        longest listed prefix; None when not listed."""
+        name = model or self.model
+        if name in self.prices:
+            return self.prices[name]
+        prefixes = [k for k in self.prices if name.startswith(f"{k}-")]
+        return self.prices[max(prefixes, key=len)] if prefixes else None
 
 
 class EmbeddingSettings(BaseModel):

@@ -191,9 +191,10 @@ def print_answer(result: QueryResult, index: QueryIndex, out: Console | None = N
         if result.removed_citations
         else ""
     )
+    cost = f", ${result.cost_usd:.4f}" if result.cost_usd else ""
     out.print(
         f"[dim]{result.llm_calls} LLM call(s), {result.prompt_tokens}+"
-        f"{result.completion_tokens} tokens, {result.elapsed_ms:.0f} ms{removed}[/]"
+        f"{result.completion_tokens} tokens{cost}, {result.elapsed_ms:.0f} ms{removed}[/]"
     )
 
 

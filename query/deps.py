@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from core.settings import Settings
+from core.settings import ModelPrice, Settings
 from core.tokenizer import get_encoding
 from graph.protocols import LLM, Embedder, VectorHit, VectorStore
 from prompts import PromptLibrary
@@ -45,6 +45,7 @@ class QueryDeps:
     prompts: PromptLibrary
     count_tokens: TokenCounter
     llm: LLM | None = None
+    price: ModelPrice | None = None  # of the chat model; None: not priced (or offline)
 
     def require_llm(self) -> LLM:
         if self.llm is None:
@@ -188,6 +189,7 @@ async def open_deps(
                 prompts=PromptLibrary(settings.extraction.prompts_dir),
                 count_tokens=token_counter(settings.chunking.encoding),
                 llm=llm,
+                price=None if llm is None else settings.llm.price(),
             )
         finally:
             close = getattr(llm, "aclose", None)

@@ -29,7 +29,7 @@ from query.offline_answers import (
     offline_questions,
 )
 from query.questions import generate_questions
-from query.results import QueryResult, QuestionsResult, graph_basis
+from query.results import QueryResult, QuestionsResult, cost_usd, graph_basis
 from query.time_window import TimeWindow, parse_time_window
 
 Method = Literal["local", "global", "basic", "drift"]
@@ -147,7 +147,8 @@ async def run_query(
     """One answer by ``method``: with the LLM when there is one, else the offline answer,
     saying which graph version and which run's reports it rests on."""
     result = await _METHODS[method](question, index, deps, opts)
-    return replace(result, basis=graph_basis(index.meta))
+    cost = cost_usd(deps.price, result.prompt_tokens, result.completion_tokens)
+    return replace(result, basis=graph_basis(index.meta), cost_usd=cost)
 
 
 async def run_questions(

@@ -72,6 +72,12 @@ class QueryMetrics:
             ["method", "kind"],
             registry=reg,
         )
+        self.llm_cost = Counter(
+            "kgrag_query_llm_cost_usd",
+            "What queries' LLM tokens cost at the model's price (llm.prices), per method",
+            ["method"],
+            registry=reg,
+        )
         self.removed_citations = Counter(
             "kgrag_query_removed_citations",
             "Cited ids removed because the model was not shown them",
@@ -192,6 +198,7 @@ class QueryMetrics:
         self.llm_tokens.labels(method, "prompt").inc(result.prompt_tokens)
         self.llm_tokens.labels(method, "completion").inc(result.completion_tokens)
         self.removed_citations.labels(method).inc(result.removed_citations)
+        self.llm_cost.labels(method).inc(result.cost_usd)
 
     def set_community(
         self, job: JobStatus | None, pending: int | None, now: float | None = None

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from core.settings import ModelPrice
 from graph.protocols import ChatResult
 from graph.snapshot_model import SnapshotMeta
 
@@ -48,8 +49,9 @@ class QueryResult:
     snapshot_version: int
     elapsed_ms: float
     extra: dict[str, Any] = field(default_factory=dict)
-    method: str = ""  # "local", "global", "basic"
+    method: str = ""  # "local", "global", "basic", "drift"
     basis: dict[str, Any] = field(default_factory=dict)  # see ``graph_basis``
+    cost_usd: float = 0.0  # the tokens at the model's price (``llm.prices``); 0 offline
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,3 +115,11 @@ def describe_basis(basis: dict[str, Any]) -> str:
     if basis.get("reports_version") == basis.get("graph_version"):
         return f"{graph}, reports from the same run"
     return f"{graph} · reports of v{basis['reports_version']}{old(basis.get('reports_age_s'))}"
+
+
+def cost_usd(price: ModelPrice | None, prompt_tokens: int, completion_tokens: int) -> float:
+    """What the tokens cost at ``price`` (None: not priced, 0), in US dollars."""
+    if price is None:
+        return 0.0
+    total = prompt_tokens * price.input_per_million + completion_tokens * price.output_per_million
+    return round(total / 1_000_000, 6)

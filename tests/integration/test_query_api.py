@@ -331,6 +331,13 @@ async def test_answers_cite_records_that_exist(
     assert body["mode"] == "llm" and body["llm_calls"] >= 1
     assert_cites_existing_records(body, QueryIndex.from_snapshot(api.snapshot))
     assert "OPEC" in body["answer"] or "crude" in body["answer"].lower()
+    # the tokens at the default price of the configured model (gpt-4o-mini: $0.15 / $0.60)
+    price = api.settings.llm.price()
+    assert price is not None and api.settings.llm.model == "gpt-4o-mini"
+    spent = body["prompt_tokens"] * 0.15 + body["completion_tokens"] * 0.60
+    assert body["cost_usd"] == pytest.approx(spent / 1e6, abs=1e-6) and body["cost_usd"] > 0
+    metrics = (await client.get("/metrics")).text
+    assert f'kgrag_query_llm_cost_usd_total{{method="{method}"}}' in metrics
 
 
 async def test_made_up_citation_is_removed_and_counted(api: Api, client: httpx.AsyncClient) -> None:
