@@ -64,6 +64,8 @@ class LastRun:
     failed_items: int  # items that failed in this run
     llm_calls: dict[str, int] = field(default_factory=dict)  # by purpose
     phases: dict[str, float] = field(default_factory=dict)  # seconds by phase of the run
+    llm_tokens: dict[str, int] = field(default_factory=dict)  # "prompt", "completion"
+    cost_usd: float = 0.0  # those tokens at the chat model's price (``llm.prices``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -151,6 +151,14 @@ class ModelPrice(BaseModel):
     output_per_million: float = Field(0.0, ge=0)
 
 
+def cost_usd(price: ModelPrice | None, prompt_tokens: int, completion_tokens: int) -> float:
+    """What the tokens cost at ``price`` (None: not priced, 0), in US dollars."""
+    if price is None:
+        return 0.0
+    total = prompt_tokens * price.input_per_million + completion_tokens * price.output_per_million
+    return round(total / 1_000_000, 6)
+
+
 # list prices of common OpenAI models (USD per million tokens); any other model (a local one)
 # costs 0 unless ``llm.prices`` names it. A dated snapshot ("gpt-4o-2024-08-06") takes the
 # price of its longest listed prefix.

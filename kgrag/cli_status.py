@@ -374,7 +374,14 @@ def _job_table(job: JobStatus | None, now: float) -> Table:
             "last run",
             f"v{last.version} in {last.duration_s:.1f} s, finished {_when(last.finished_at, now)}; "
             f"{last.changes} change(s), {last.reports_regenerated} report(s) regenerated, "
-            f"{last.failed_items} failed",
+            f"{last.failed_items} failed"
+            + (
+                f"; {sum(last.llm_calls.values())} LLM call(s), "
+                f"{last.llm_tokens.get('prompt', 0)}+{last.llm_tokens.get('completion', 0)} "
+                f"tokens, ${last.cost_usd:.4f}"
+                if last.llm_calls
+                else ""
+            ),
         )
     light = job.last_light_commit
     if light is not None:

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from core.settings import cost_usd
 from query.basic_search import BasicSearchConfig, basic_search
 from query.context import LocalContextConfig
 from query.deps import QueryDeps
@@ -29,7 +30,7 @@ from query.offline_answers import (
     offline_questions,
 )
 from query.questions import generate_questions
-from query.results import QueryResult, QuestionsResult, cost_usd, graph_basis
+from query.results import QueryResult, QuestionsResult, graph_basis
 from query.time_window import TimeWindow, parse_time_window
 
 Method = Literal["local", "global", "basic", "drift"]

@@ -176,6 +176,12 @@ class QueryMetrics:
             "Unix time the community job finished its last run (0: none yet)",
             registry=reg,
         )
+        self.community_last_run_cost = Gauge(
+            "kgrag_community_last_run_cost_usd",
+            "What the community job's last run spent on the LLM (reports, summaries, aliases) "
+            "at the chat model's price",
+            registry=reg,
+        )
         self.community_last_light_commit = Gauge(
             "kgrag_community_last_light_commit_timestamp_seconds",
             "Unix time the community job last committed the rows of new articles between "
@@ -210,6 +216,7 @@ class QueryMetrics:
         self.community_failed_items.set(0 if job is None else job.failed_items_total)
         last = None if job is None else job.last_run
         self.community_last_run.set(0 if last is None else last.finished_at)
+        self.community_last_run_cost.set(0 if last is None else last.cost_usd)
         light = None if job is None else job.last_light_commit
         self.community_last_light_commit.set(0 if light is None else light.committed_at)
         if pending is not None:

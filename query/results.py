@@ -9,7 +9,6 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from core.settings import ModelPrice
 from graph.protocols import ChatResult
 from graph.snapshot_model import SnapshotMeta
 
@@ -115,11 +114,3 @@ def describe_basis(basis: dict[str, Any]) -> str:
     if basis.get("reports_version") == basis.get("graph_version"):
         return f"{graph}, reports from the same run"
     return f"{graph} · reports of v{basis['reports_version']}{old(basis.get('reports_age_s'))}"
-
-
-def cost_usd(price: ModelPrice | None, prompt_tokens: int, completion_tokens: int) -> float:
-    """What the tokens cost at ``price`` (None: not priced, 0), in US dollars."""
-    if price is None:
-        return 0.0
-    total = prompt_tokens * price.input_per_million + completion_tokens * price.output_per_million
-    return round(total / 1_000_000, 6)

@@ -447,6 +447,8 @@ class CommunityJob:
                 failed_items=len(result.get("failed_this_run", [])),
                 llm_calls=dict(result.get("llm_calls", {})),
                 phases=dict(result.get("timings", {})),
+                llm_tokens=dict(result.get("llm_tokens", {})),
+                cost_usd=float(result.get("cost_usd", 0.0)),
             ),
             failed_items_total=len(failures),
             failed_items=_failed_items(failures),

@@ -31,7 +31,7 @@ from agents.community.state import forget_state, load_state, save_state_soon
 from agents.community.writers import Refused, Writers, build_writers
 from core.children import die_with_parent
 from core.graph_tables import GraphTables, open_graph_store
-from core.settings import Settings
+from core.settings import Settings, cost_usd
 from core.tokenizer import count_tokens, get_encoding
 from graph.aliases import (
     AliasChange,
@@ -433,6 +433,12 @@ class Runner:
             "light_commits": list(self.light_commits),
             "summaries_deferred": summary_plan.deferred,
             "llm_calls": dict(self.writers.calls),
+            "llm_tokens": dict(self.writers.tokens),
+            "cost_usd": cost_usd(
+                self.settings.llm.price(),
+                self.writers.tokens.get("prompt", 0),
+                self.writers.tokens.get("completion", 0),
+            ),
             "failed_this_run": list(self.failed),
             "failures": {
                 item: {

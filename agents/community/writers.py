@@ -82,6 +82,7 @@ class OfflineWriters:
     mode: str = "offline"
     summary_policy: SummaryPolicy | None = None
     calls: dict[str, int] = field(default_factory=dict)
+    tokens: dict[str, int] = field(default_factory=dict)
 
     async def summary(self, req: SummaryRequest) -> Outcome:
         names = req.names[0] if len(req.names) == 1 else req.names
@@ -101,7 +102,7 @@ class OfflineWriters:
 
 class LLMWriters:
     """Summaries and reports by the chat model; ``calls`` counts the requests that reached it
-    (cache hits excluded), by purpose."""
+    (cache hits excluded), by purpose, and ``tokens`` their prompt and completion tokens."""
 
     mode = "llm"
 
@@ -124,11 +125,15 @@ class LLMWriters:
             self.cfg.summary_new_share, self.cfg.summary_max_age_s
         )
         self.calls: dict[str, int] = {}
+        self.tokens: dict[str, int] = {}
 
     async def _chat(self, messages: list[dict[str, str]], purpose: str, **kw: Any) -> Any:
         result = await self.llm.chat(messages, purpose=purpose, **kw)
         if not getattr(result, "cached", False):
             self.calls[purpose] = self.calls.get(purpose, 0) + 1
+            for kind in ("prompt", "completion"):
+                used = int(getattr(result, f"{kind}_tokens", 0) or 0)
+                self.tokens[kind] = self.tokens.get(kind, 0) + used
         return result
 
     # ---- summaries ----

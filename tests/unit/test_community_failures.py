@@ -199,6 +199,22 @@ class TestBatchedReports:
         assert calls.get("community_reports", 0) >= 2
         assert calls["community_reports"] + calls.get("community_report", 0) < len(communities)
 
+    async def test_a_run_says_what_its_calls_cost(self, tmp_path: Path) -> None:
+        class Priced(ScriptedModel):
+            async def chat(self, messages: Sequence[dict[str, str]], **kw: Any) -> ChatResult:
+                text = (await super().chat(messages, **kw)).text
+                return ChatResult(text, prompt_tokens=1_000, completion_tokens=100)
+
+        job = LLMJob(settings_for(tmp_path), Priced())
+        result = await job.run(base_world())
+        calls = sum(result["llm_calls"].values())
+        assert calls and result["llm_tokens"] == {
+            "prompt": 1_000 * calls,
+            "completion": 100 * calls,
+        }
+        # the default chat model, gpt-4o-mini: $0.15 in, $0.60 out per million tokens
+        assert result["cost_usd"] == pytest.approx(calls * (1_000 * 0.15 + 100 * 0.60) / 1e6)
+
     async def test_a_refused_batch_is_written_one_by_one(self, tmp_path: Path) -> None:
         model = ScriptedModel(refuse={"Lyra 2"}, only="community_report")
         job = LLMJob(settings_for(tmp_path), model)
