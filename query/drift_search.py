@@ -280,13 +280,17 @@ class Frontier:
     """Follow-up questions not asked yet, best first (by the score of the answer that asked
     them, then in the order they were asked); a question asked once is never asked again."""
 
-    def __init__(self) -> None:
+    def __init__(self, asked: Sequence[str] = ()) -> None:
         self._waiting: list[tuple[int, int, str]] = []
-        self._seen: set[str] = set()
+        self._seen: set[str] = {self._norm(q) for q in asked}
+
+    @staticmethod
+    def _norm(query: str) -> str:
+        return " ".join(query.lower().split())
 
     def add(self, queries: Sequence[str], score: int) -> None:
         for q in queries:
-            norm = " ".join(q.lower().split())
+            norm = self._norm(q)
             if norm and norm not in self._seen:
                 self._seen.add(norm)
                 self._waiting.append((-score, len(self._seen), q))
@@ -300,14 +304,9 @@ class Frontier:
 def reduce_context(steps: Sequence[Step], *, budget: int, count: TokenCounter) -> str:
     """The intermediate answers that scored above 0, best first, within ``budget``."""
     ranked = sorted((s for s in steps if s.score > 0 and s.answer), key=lambda s: -s.score)
-    blocks = [(s.query, s.score, s.answer) for s in ranked]
     # a long answer does not keep the shorter ones after it out; numbered once chosen
-    kept = within_budget(
-        (f"Question: {q}\nScore: {score}\n{a}" for q, score, a in blocks),
-        budget,
-        count,
-        skip_over=True,
-    )
+    blocks = (f"Question: {s.query}\nScore: {s.score}\n{s.answer}" for s in ranked)
+    kept = within_budget(blocks, budget, count, skip_over=True)
     return "\n\n".join(f"----Answer {n}----\n{b}" for n, b in enumerate(kept, start=1))
 
 
@@ -341,7 +340,7 @@ async def drift_search(
     if folds and all(p.failed for p in primers):
         log.warning("every DRIFT primer call failed to give its JSON; going on with follow-ups")
     steps: list[Step] = list(primers)
-    frontier = Frontier()
+    frontier = Frontier(asked=[question])  # the primer answered the question itself
     for p in primers:
         frontier.add(p.followups, p.score)
     gate = asyncio.Semaphore(config.concurrency)

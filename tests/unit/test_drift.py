@@ -106,7 +106,8 @@ class TestSearch:
         assert depths[0] == 0 and 1 in depths
 
     async def test_a_follow_up_is_asked_once_and_the_best_scored_first(self) -> None:
-        frontier = Frontier()
+        frontier = Frontier(asked=["What did OPEC decide?"])
+        frontier.add(["What did OPEC  decide?"], 99)  # the question itself: answered already
         frontier.add(["Who is Kuwait?", "What about OPEC?"], 20)
         frontier.add(["what about  opec?", "What did Saudi Arabia do?"], 90)
         assert frontier.take(2) == ["What did Saudi Arabia do?", "Who is Kuwait?"]
