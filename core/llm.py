@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import openai
 from prometheus_client import CollectorRegistry
 
 from core.errors import LLMError
@@ -143,6 +144,58 @@ class OpenAILLM:
         )
         self.metrics.add("prompt_tokens", result.prompt_tokens)
         self.metrics.add("completion_tokens", result.completion_tokens)
+        return result
+
+    async def chat_stream(
+        self,
+        messages: Sequence[dict[str, str]],
+        on_text: Callable[[str], Awaitable[None]],
+        *,
+        max_tokens: int | None = None,
+        purpose: str = "chat",
+    ) -> ChatResult:
+        """``chat``, with the answer's text handed to ``on_text`` piece by piece as the model
+        writes it (OpenAI streaming); returns the whole answer, which is cached like any
+        other. A cached answer is handed over in one piece. Failures before the first piece
+        are retried as for ``chat``; one after it is an ``LLMError`` (the pieces are out)."""
+        key = self.key(messages, max_tokens=max_tokens)
+        if self.cache is not None and (hit := await self.cache.get(key)) is not None:
+            self.metrics.add("cache_hits")
+            await on_text(hit.text)
+            return hit
+        request: dict[str, Any] = {
+            "model": self.settings.model,
+            "messages": list(messages),
+            "temperature": self.settings.temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            **({} if max_tokens is None else {"max_tokens": max_tokens}),
+        }
+        self.metrics.add("calls")
+        log.debug("LLM stream purpose=%s messages=%d", purpose, len(messages))
+        create: Any = self._client.chat.completions.create
+        stream = await self._caller.call(lambda: create(**request))
+        parts: list[str] = []
+        usage: Any = None
+        try:
+            async for chunk in stream:
+                usage = chunk.usage or usage
+                for choice in chunk.choices:
+                    if choice.delta.content:
+                        parts.append(choice.delta.content)
+                        await on_text(choice.delta.content)
+        except openai.OpenAIError as e:
+            self.metrics.add("failures")
+            raise LLMError(f"the answer's stream broke off: {e}", retryable=False) from e
+        result = ChatResult(
+            text="".join(parts),
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+        )
+        self.metrics.add("prompt_tokens", result.prompt_tokens)
+        self.metrics.add("completion_tokens", result.completion_tokens)
+        if self.cache is not None:
+            await self.cache.put(key, result)
         return result
 
     async def forget(

@@ -14,7 +14,7 @@ from graph.snapshot_model import SnapshotTextUnit
 from prompts import render_basic_search_system
 from query.basic import search_text_units
 from query.citations import DATASETS, check_citations
-from query.deps import QueryDeps, ask
+from query.deps import OnText, QueryDeps, ask
 from query.errors import EmptyQuestionError
 from query.history import HistoryTurn, history_table
 from query.index import QueryIndex
@@ -84,6 +84,7 @@ async def basic_search(
     history: Sequence[HistoryTurn] = (),
     response_type: str = "multiple paragraphs",
     max_answer_tokens: int | None = None,
+    on_text: OnText | None = None,
 ) -> QueryResult:
     started = time.perf_counter()
     llm = deps.require_llm()
@@ -110,6 +111,7 @@ async def basic_search(
         system=system,
         user=question,
         max_tokens=max_answer_tokens,
+        on_text=on_text,
     )
     checked = check_citations(text, {"Sources": set(ctx.table.ids)})
     return QueryResult(

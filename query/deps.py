@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from core.vector_store import WeaviateStore
 
 log = logging.getLogger(__name__)
+
+OnText = Callable[[str], Awaitable[None]]  # takes an answer's text as it is written
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +86,22 @@ async def ask(
     system: str | None = None,
     json_mode: bool = False,
     max_tokens: int | None = None,
+    on_text: OnText | None = None,
 ) -> str:
     """One chat call, tallied in ``usage``. Prompts that carry data go in the system message
-    and the user's question is the user message (GraphRAG's layout)."""
+    and the user's question is the user message (GraphRAG's layout). ``on_text``: hand the
+    answer over piece by piece as the model writes it (a model that cannot stream hands it
+    over whole)."""
     messages = _messages(user, system)
-    result = await llm.chat(messages, json_mode=json_mode, max_tokens=max_tokens, purpose=purpose)
+    stream = getattr(llm, "chat_stream", None)
+    if on_text is not None and stream is not None and not json_mode:
+        result = await stream(messages, on_text, max_tokens=max_tokens, purpose=purpose)
+    else:
+        result = await llm.chat(
+            messages, json_mode=json_mode, max_tokens=max_tokens, purpose=purpose
+        )
+        if on_text is not None:
+            await on_text(result.text)
     usage.add(purpose, result)
     return result.text
 

@@ -38,7 +38,7 @@ from prompts import render_drift_local_system, render_drift_primer, render_drift
 from query.activity import active_communities
 from query.citations import check_citations, cited_ids
 from query.context import LocalContextConfig
-from query.deps import QueryDeps, ask, forget
+from query.deps import OnText, QueryDeps, ask, forget
 from query.index import QueryIndex
 from query.json_answers import MalformedAnswerError, parse_drift_step
 from query.offline_answers import (
@@ -326,6 +326,7 @@ async def drift_search(
     config: DriftConfig | None = None,
     window: TimeWindow | None = None,
     response_type: str = "multiple paragraphs",
+    on_text: OnText | None = None,
 ) -> QueryResult:
     started = time.perf_counter()
     deps.require_llm()  # fail before any work in offline mode
@@ -374,6 +375,7 @@ async def drift_search(
             system=system,
             user=question,
             max_tokens=config.reduce_max_answer_tokens,
+            on_text=on_text,
         )
         answer, removed, cited = check_citations(text, allowed)
     else:

@@ -16,7 +16,7 @@ from typing import Literal
 from core.settings import cost_usd
 from query.basic_search import BasicSearchConfig, basic_search
 from query.context import LocalContextConfig
-from query.deps import QueryDeps
+from query.deps import OnText, QueryDeps
 from query.drift_search import DriftConfig, drift_search, offline_drift
 from query.dynamic import DynamicConfig
 from query.global_search import GlobalSearchConfig, global_search
@@ -56,7 +56,11 @@ def _window(opts: QueryOptions, index: QueryIndex) -> TimeWindow:
 
 
 async def _local(
-    question: str, index: QueryIndex, deps: QueryDeps, opts: QueryOptions
+    question: str,
+    index: QueryIndex,
+    deps: QueryDeps,
+    opts: QueryOptions,
+    on_text: OnText | None = None,
 ) -> QueryResult:
     config = LocalContextConfig(
         max_tokens=opts.max_context_tokens,
@@ -76,11 +80,16 @@ async def _local(
         window=window,
         history=opts.history,
         response_type=opts.response_type,
+        on_text=on_text,
     )
 
 
 async def _global(
-    question: str, index: QueryIndex, deps: QueryDeps, opts: QueryOptions
+    question: str,
+    index: QueryIndex,
+    deps: QueryDeps,
+    opts: QueryOptions,
+    on_text: OnText | None = None,
 ) -> QueryResult:
     window = _window(opts, index)
     if deps.llm is None:
@@ -95,11 +104,16 @@ async def _global(
         history=opts.history,
         dynamic=DynamicConfig() if opts.dynamic else None,
         response_type=opts.response_type,
+        on_text=on_text,
     )
 
 
 async def _basic(
-    question: str, index: QueryIndex, deps: QueryDeps, opts: QueryOptions
+    question: str,
+    index: QueryIndex,
+    deps: QueryDeps,
+    opts: QueryOptions,
+    on_text: OnText | None = None,
 ) -> QueryResult:
     config = BasicSearchConfig(k=opts.k, max_tokens=opts.max_context_tokens)
     window = _window(opts, index)
@@ -113,11 +127,16 @@ async def _basic(
         window=window,
         history=opts.history,
         response_type=opts.response_type,
+        on_text=on_text,
     )
 
 
 async def _drift(
-    question: str, index: QueryIndex, deps: QueryDeps, opts: QueryOptions
+    question: str,
+    index: QueryIndex,
+    deps: QueryDeps,
+    opts: QueryOptions,
+    on_text: OnText | None = None,
 ) -> QueryResult:
     window = _window(opts, index)
     if deps.llm is None:
@@ -129,12 +148,11 @@ async def _drift(
         config=opts.drift,
         window=window,
         response_type=opts.response_type,
+        on_text=on_text,
     )
 
 
-_METHODS: dict[
-    str, Callable[[str, QueryIndex, QueryDeps, QueryOptions], Awaitable[QueryResult]]
-] = {
+_METHODS: dict[str, Callable[..., Awaitable[QueryResult]]] = {
     "local": _local,
     "global": _global,
     "basic": _basic,
@@ -143,11 +161,18 @@ _METHODS: dict[
 
 
 async def run_query(
-    method: Method, question: str, index: QueryIndex, deps: QueryDeps, opts: QueryOptions
+    method: Method,
+    question: str,
+    index: QueryIndex,
+    deps: QueryDeps,
+    opts: QueryOptions,
+    on_text: OnText | None = None,
 ) -> QueryResult:
     """One answer by ``method``: with the LLM when there is one, else the offline answer,
-    saying which graph version and which run's reports it rests on."""
-    result = await _METHODS[method](question, index, deps, opts)
+    saying which graph version and which run's reports it rests on. ``on_text`` takes the
+    answer's text as the model writes it (not called offline, nor when no answer is
+    written); the result's ``answer`` is the final text, its citations checked."""
+    result = await _METHODS[method](question, index, deps, opts, on_text)
     cost = cost_usd(deps.price, result.prompt_tokens, result.completion_tokens)
     return replace(result, basis=graph_basis(index.meta), cost_usd=cost)
 

@@ -24,7 +24,7 @@ from core.errors import LLMError
 from graph.snapshot_model import SnapshotReport
 from prompts import render_global_map_system, render_global_reduce_system
 from query.citations import CitationCheck, check_citations, cited_ids
-from query.deps import QueryDeps, ask, forget
+from query.deps import OnText, QueryDeps, ask, forget
 from query.dynamic import DynamicConfig, select_communities
 from query.errors import AllMapCallsFailedError
 from query.history import HistoryTurn, history_table
@@ -162,6 +162,7 @@ async def _reduce(
     config: GlobalSearchConfig,
     conversation: str,
     response_type: str,
+    on_text: OnText | None = None,
 ) -> CitationCheck:
     data, allowed = reduce_context(points, budget=config.reduce_max_tokens, count=deps.count_tokens)
     data = "\n\n".join(t for t in (conversation, data) if t)
@@ -175,6 +176,7 @@ async def _reduce(
         system=system,
         user=question,
         max_tokens=config.reduce_max_answer_tokens,
+        on_text=on_text,
     )
     return check_citations(text, {"Reports": allowed})
 
@@ -189,6 +191,7 @@ async def global_search(
     history: Sequence[HistoryTurn] = (),
     dynamic: DynamicConfig | None = None,
     response_type: str = "multiple paragraphs",
+    on_text: OnText | None = None,
 ) -> QueryResult:
     started = time.perf_counter()
     deps.require_llm()  # fail before any work in offline mode
@@ -231,7 +234,7 @@ async def global_search(
     all_ids = sorted({i for b in batches for i in b.ids})
     if points:
         answer, removed, cited = await _reduce(
-            question, points, deps, usage, config, conversation, response_type
+            question, points, deps, usage, config, conversation, response_type, on_text
         )
     else:
         answer, removed, cited = NO_DATA_ANSWER, 0, {}

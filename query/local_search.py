@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from prompts import render_local_search_system
 from query.citations import check_citations
 from query.context import LocalContext, LocalContextConfig
-from query.deps import QueryDeps, ask
+from query.deps import OnText, QueryDeps, ask
 from query.history import HistoryTurn
 from query.index import QueryIndex
 from query.results import LLMUsage, QueryResult
@@ -33,6 +33,7 @@ async def local_search(
     history: Sequence[HistoryTurn] = (),
     response_type: str = "multiple paragraphs",
     max_answer_tokens: int | None = None,
+    on_text: OnText | None = None,
 ) -> QueryResult:
     started = time.perf_counter()
     llm = deps.require_llm()
@@ -58,6 +59,7 @@ async def local_search(
         system=system,
         user=question,
         max_tokens=max_answer_tokens,
+        on_text=on_text,
     )
     checked = check_citations(text, ctx.id_sets())
     return QueryResult(

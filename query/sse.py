@@ -1,11 +1,13 @@
 """Server-sent events: the wire format, answers in pieces, and community events from Kafka.
 
-Answers are streamed after their citations are checked. A citation can only be judged once
-the whole answer is known (an id is checked against the context, and "+more" is decided per
-group), so streaming raw model tokens would show readers citations that are later removed.
-The stream therefore starts at once with a ``status`` event, then carries the checked answer
-in ``chunk`` events whose texts concatenate to the answer exactly, then a ``done`` event with
-everything else of the result.
+Answers are streamed as the model writes them: the stream starts at once with a ``status``
+event, then carries the model's text in ``chunk`` events as it arrives (OpenAI streaming,
+``core.llm.OpenAILLM.chat_stream``), then a ``done`` event with everything else of the result.
+A citation can only be judged once the whole answer is known (an id is checked against the
+context, "+more" is decided per group), so the checks run on the completed text, and when
+they changed it (a made-up citation removed) ``done`` carries the checked text as
+``answer``. An answer no model wrote piece by piece (offline, or nothing relevant found) is
+sent in ``chunk`` events cut from the complete text (``answer_pieces``).
 
 Community events are read from ``<namespace>.community-events`` with a consumer of no group
 (nothing is committed, every listener sees everything). The start offsets are fixed before

@@ -42,6 +42,7 @@ import hashlib
 import json
 import math
 import random
+import re
 import struct
 import threading
 import time
@@ -70,6 +71,7 @@ class FaultConfig:
     malformed: float = 0.0  # 200 with output that does not follow the requested format
     truncated: float = 0.0  # 200 with output cut mid-record, no completion delimiter
     latency_s: float = 0.0  # added to every call (also to unfaulted ones)
+    stream_piece_s: float = 0.0  # a streamed answer waits this long before each piece
     kinds: list[str] | None = None  # restrict faults (not latency) to these kinds
     max_faults: int | None = None  # stop injecting after this many faults
     seed: int | None = None  # seed of the fault dice
@@ -251,7 +253,7 @@ class ScriptedLLMServer:
         with self._lock:
             self.in_flight -= 1
 
-    async def chat(self, request: web.Request) -> web.Response:
+    async def chat(self, request: web.Request) -> web.StreamResponse:
         arrived, arrived_at = time.monotonic(), time.time()
         try:
             body = await request.json()
@@ -276,11 +278,42 @@ class ScriptedLLMServer:
             elif call.fault == "truncated":
                 text = truncate(text)
             call.response = text
+            if body.get("stream"):
+                return await self._stream(request, body, messages, text)
             return web.json_response(self._completion(body, messages, text))
         finally:
             self._leave()
             call.service_s = time.monotonic() - arrived
             self._record(call)
+
+    async def _stream(
+        self,
+        request: web.Request,
+        body: dict[str, Any],
+        messages: list[dict[str, Any]],
+        text: str,
+    ) -> web.StreamResponse:
+        """The answer as OpenAI's streamed chunks, a word at a time (``stream_piece_s``
+        apart), then the usage when ``stream_options.include_usage`` asks for it."""
+        whole = self._completion(body, messages, text)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        base = {k: whole[k] for k in ("id", "created", "model")}
+        base["object"] = "chat.completion.chunk"
+
+        async def send(chunk: dict[str, Any]) -> None:
+            await response.write(b"data: " + json.dumps({**base, **chunk}).encode() + b"\n\n")
+
+        for n, piece in enumerate(re.findall(r"\s*\S+", text) or [""]):
+            await asyncio.sleep(self._faults.stream_piece_s)
+            delta = {"role": "assistant", "content": piece} if n == 0 else {"content": piece}
+            await send({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+        await send({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        if (body.get("stream_options") or {}).get("include_usage"):
+            await send({"choices": [], "usage": whole["usage"]})
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
 
     @staticmethod
     def _completion(

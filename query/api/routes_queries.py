@@ -8,6 +8,7 @@ the views. ``stream: true`` answers as server-sent events (status, chunks, done)
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Literal
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from query.api.errors import ApiError, documented, error_body
 from query.api.state import ServiceState
 from query.api.views import result_view
+from query.deps import OnText
 from query.drift_search import DriftConfig
 from query.engine import Method, QueryOptions, run_query, run_questions
 from query.index import QueryIndex
@@ -90,12 +92,37 @@ class DriftQueryRequest(QueryRequest):
 
 
 def _stream(
-    state: ServiceState, method: str, index: QueryIndex, work: Callable[[], Awaitable[QueryResult]]
+    state: ServiceState,
+    method: str,
+    index: QueryIndex,
+    work: Callable[[OnText | None], Awaitable[QueryResult]],
 ) -> StreamingResponse:
+    """The answer as server-sent events: ``chunk`` events with the model's text as it writes
+    it, then ``done`` with the rest. The citations are checked on the completed text, so
+    ``done`` carries that text as ``answer`` when it differs from the chunks (a made-up
+    citation removed). An answer no model wrote piece by piece (offline, or the data did not
+    cover the question) comes in chunks once it is complete."""
+
     async def events() -> AsyncIterator[bytes]:
         yield sse_event({"method": method, "snapshot_version": index.version}, event="status")
+        pieces: asyncio.Queue[str | None] = asyncio.Queue()
+
+        async def on_text(text: str) -> None:
+            await pieces.put(text)
+
+        async def run() -> QueryResult:
+            try:
+                return await state.timed(method, lambda: work(on_text))
+            finally:
+                await pieces.put(None)
+
+        task = asyncio.ensure_future(run())
+        streamed: list[str] = []
         try:
-            result = await state.timed(method, work)
+            while (piece := await pieces.get()) is not None:
+                streamed.append(piece)
+                yield sse_event({"text": piece}, event="chunk")
+            result = await task
         except ApiError as e:
             yield sse_event(error_body(e.code, e.message), event="error")
             return
@@ -103,11 +130,15 @@ def _stream(
             log.exception("streamed %s query failed", method)
             yield sse_event(error_body("internal", "internal error"), event="error")
             return
+        finally:
+            task.cancel()  # a client that went away stops the work
         state.metrics.record_result(result)
-        for piece in answer_pieces(result.answer):
-            yield sse_event({"text": piece}, event="chunk")
+        if not streamed:
+            for piece in answer_pieces(result.answer):
+                yield sse_event({"text": piece}, event="chunk")
         done = result_view(result, index)
-        done.pop("answer")
+        if not streamed or "".join(streamed) == result.answer:
+            done.pop("answer")
         yield sse_event(done, event="done")
 
     return StreamingResponse(events(), media_type=MEDIA_TYPE, headers=HEADERS)
@@ -132,8 +163,8 @@ def routes(state: ServiceState) -> APIRouter:
         index = await state.holder.at(req.as_of)
         deps = state.require_deps()
 
-        async def work() -> QueryResult:
-            return await run_query(method, question, index, deps, opts)
+        async def work(on_text: OnText | None = None) -> QueryResult:
+            return await run_query(method, question, index, deps, opts, on_text)
 
         if req.stream:
             return _stream(state, method, index, work)

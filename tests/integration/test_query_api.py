@@ -42,7 +42,7 @@ from graph.snapshot_model import (
     SnapshotReport,
     SnapshotTextUnit,
 )
-from kgrag.testing.scripted_llm import ScriptedLLMServer
+from kgrag.testing.scripted_llm import FaultConfig, ScriptedLLMServer
 from query.api.app import create_app
 from query.global_search import NO_DATA_ANSWER
 from query.index import QueryIndex
@@ -734,3 +734,27 @@ def test_the_cli_takes_a_conversation_and_suggests_questions(api: Api, tmp_path:
     said = " ".join(bad.stderr.split())  # the console wraps long lines
     assert bad.returncode == 1 and "turn 1 must be an object with role" in said
     assert "Traceback" not in bad.stderr
+
+
+async def test_a_streamed_answer_arrives_as_the_model_writes_it(
+    api: Api, client: httpx.AsyncClient
+) -> None:
+    """The scripted model writes a word every 50 ms: the first words reach the client long
+    before the answer is complete, and the checked answer is what the words make."""
+    api.llm.set_faults(FaultConfig(stream_piece_s=0.05))
+    try:
+        ask = {"question": "What did OPEC and Saudi Arabia decide about crude output?"}
+        arrived: list[tuple[float, str, Any]] = []
+        started = time.monotonic()
+        async with client.stream("POST", "/v1/query/local", json={**ask, "stream": True}) as r:
+            async for kind, data in sse_events(r):
+                arrived.append((time.monotonic() - started, kind, data))
+    finally:
+        api.llm.set_faults(FaultConfig())
+    chunks = [(t, d["text"]) for t, k, d in arrived if k == "chunk"]
+    [(done_at, _, done)] = [a for a in arrived if a[1] == "done"]
+    assert len(chunks) > 10, chunks
+    assert chunks[0][0] < done_at - 0.4  # the first words came while the rest was written
+    text = "".join(c for _, c in chunks)
+    assert done.get("answer", text) == text and done["citations"], done
+    assert done["llm_calls"] == 1 and done["prompt_tokens"] > 0  # usage of the stream counted

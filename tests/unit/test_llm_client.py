@@ -284,3 +284,27 @@ class TestEmbedder:
         finally:
             await emb.aclose()
         assert not info.value.retryable and emb.stats().retries == 1
+
+
+class TestStreaming:
+    async def test_the_answer_comes_in_pieces_and_is_cached_whole(
+        self, server: ScriptedLLMServer, make_llm: Any
+    ) -> None:
+        pieces: list[str] = []
+
+        async def on_text(text: str) -> None:
+            pieces.append(text)
+
+        llm = make_llm()
+        streamed = await llm.chat_stream(extraction(), on_text)
+        assert len(pieces) > 3 and "".join(pieces) == streamed.text
+        assert streamed.prompt_tokens > 0 and streamed.completion_tokens > 0
+        assert streamed.text == (await make_llm(cache_dir=None).chat(extraction())).text
+        again: list[str] = []
+
+        async def later(text: str) -> None:
+            again.append(text)
+
+        cached = await make_llm().chat_stream(extraction(), later)
+        assert again == [streamed.text] and cached.cached
+        assert len(server.calls()) == 2  # the stream, the uncached chat; not the cached one
