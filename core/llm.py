@@ -2,7 +2,8 @@
 
 Requests go through ``core.llm_calls`` (bounded concurrency, our retries honouring
 Retry-After, counters) and chat answers through the disk cache of ``core.llm_cache``.
-Identical concurrent chat requests share one call.
+Identical concurrent chat requests share one call; the answers of those that joined one already
+in flight are marked ``cached``, as cache hits are: they spent no tokens.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +87,8 @@ class OpenAILLM:
             return hit
         if (pending := self._pending.get(key)) is not None:
             self.metrics.add("cache_hits")
-            try:
-                return await asyncio.shield(pending)
+            try:  # the owner of the request spent its tokens: this answer cost nothing more
+                return replace(await asyncio.shield(pending), cached=True)
             except asyncio.CancelledError:
                 if not pending.cancelled():
                     raise  # we were cancelled ourselves

@@ -18,7 +18,9 @@ class ChatResult:
     text: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cached: bool = False  # served from the persistent response cache
+    # served from the persistent response cache, or shared with an identical request already
+    # in flight: no model was asked for it, so its tokens were not spent again
+    cached: bool = False
 
 
 class LLM(Protocol):

@@ -193,6 +193,9 @@ class TestCache:
         results = await asyncio.gather(*(llm.chat(extraction()) for _ in range(4)))
         assert len({r.text for r in results}) == 1
         assert len(server.calls()) == 1 and llm.stats().cache_hits == 3
+        # the tokens were spent once: the three that joined the call are marked cached
+        assert sorted(r.cached for r in results) == [False, True, True, True]
+        assert results[0].prompt_tokens > 0
 
     async def test_cache_shared_between_connections(self, tmp_path: Path) -> None:
         # Each process opens its own connection to one file; WAL makes that safe.
