@@ -21,6 +21,11 @@ then depend on luck, not on the text); if it stays garbage the gleaning counts a
 more" (a model may answer a gleaning in prose). Claims (GraphRAG's covariates) are one separate
 turn with the first answer's rule. Errors the LLM raises itself (it retries transient ones)
 propagate as they are.
+
+The result carries the tokens the conversation spent (:class:`TokenMeter`): every answer that
+reached the model counts, retries of garbage included; an answer the LLM served without asking
+the model (``ChatResult.cached``: its response cache, or an identical request in flight) counts
+0, so a replayed chunk costs what replaying it cost.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from graph.extraction_parsing import (
     sanitize_input_text,
 )
 from graph.model import Chunk, ChunkExtraction
-from graph.protocols import LLM
+from graph.protocols import LLM, ChatResult
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +114,43 @@ class ForgettingLLM(Protocol):
     ) -> bool: ...
 
 
+class TokenMeter:
+    """An ``LLM`` that passes every call on and adds up the tokens its answers spent (an
+    answer marked ``cached`` spent none); ``forget`` is passed on when the LLM can forget."""
+
+    def __init__(self, llm: LLM) -> None:
+        self.llm = llm
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        json_mode: bool = False,
+        max_tokens: int | None = None,
+        purpose: str = "chat",
+    ) -> ChatResult:
+        result = await self.llm.chat(
+            messages, json_mode=json_mode, max_tokens=max_tokens, purpose=purpose
+        )
+        if not result.cached:
+            self.prompt_tokens += result.prompt_tokens
+            self.completion_tokens += result.completion_tokens
+        return result
+
+    async def forget(
+        self,
+        messages: Sequence[Message],
+        *,
+        json_mode: bool = False,
+        max_tokens: int | None = None,
+    ) -> bool:
+        if not isinstance(self.llm, ForgettingLLM):
+            return False
+        return await self.llm.forget(messages, json_mode=json_mode, max_tokens=max_tokens)
+
+
 async def extract_chunk(
     chunk: Chunk,
     llm: LLM,
@@ -122,13 +164,14 @@ async def extract_chunk(
     each turn asked at most ``attempts`` times while its answer is garbage."""
     if attempts < 1:
         raise ValueError(f"attempts must be at least 1, got {attempts}")
+    meter = TokenMeter(llm)  # every call below goes through it
     text = sanitize_input_text(chunk.text)
-    answers = await _gleaning_conversation(chunk.id, llm, prompts, text, max_gleanings, attempts)
+    answers = await _gleaning_conversation(chunk.id, meter, prompts, text, max_gleanings, attempts)
     graph = parse_graph_outputs(answers, chunk.id)
     found = (
         ParsedClaims((), 0, ())
         if claims is None
-        else await _claims(chunk.id, llm, prompts, claims, text, attempts)
+        else await _claims(chunk.id, meter, prompts, claims, text, attempts)
     )
     if graph.dropped or found.dropped:
         log.debug("chunk %s: dropped %s", chunk.id, graph.drop_reasons + found.drop_reasons)
@@ -139,6 +182,8 @@ async def extract_chunk(
         claims=found.claims,
         mode="llm",
         dropped_records=graph.dropped + found.dropped,
+        prompt_tokens=meter.prompt_tokens,
+        completion_tokens=meter.completion_tokens,
     )
 
 

@@ -88,6 +88,10 @@ class ChunkExtraction:
     claims: tuple[ClaimMention, ...] = ()
     mode: ExtractionMode = "offline"
     dropped_records: int = 0  # malformed records the parser discarded
+    # tokens the extraction spent at the model (every turn and retry); an answer served from
+    # the response cache, or shared with an identical request in flight, spent none
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

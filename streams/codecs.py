@@ -14,8 +14,11 @@ retraction withdraws what one chunk contributed (a corrected document).
 
 The bodies are ``graph.merge_codec``'s forms, derived from the dataclasses' type hints; only
 the envelopes are written here. An extraction keeps its compact form: each mention is the
-list of its field values without the trailing ``chunk_id``, which is the chunk's own. A body
-that does not decode raises ``RecordDecodeError``, reported as ``PayloadError``.
+list of its field values without the trailing ``chunk_id``, which is the chunk's own, and the
+tokens it spent are ``"tokens": [prompt, completion]``, left out when both are 0 (offline, or
+every answer cached), so such a record is written as before tokens were counted and an older
+record reads as 0. A body that does not decode raises ``RecordDecodeError``, reported as
+``PayloadError``.
 """
 
 from __future__ import annotations
@@ -97,7 +100,24 @@ _MENTIONS = {
 
 def extraction_to_dict(x: ChunkExtraction) -> dict[str, Any]:
     mentions = {k: [list(to_dict(m).values())[:-1] for m in getattr(x, k)] for k in _MENTIONS}
-    return {"chunk": to_dict(x.chunk), **mentions, "mode": x.mode, "dropped": x.dropped_records}
+    body: dict[str, Any] = {
+        "chunk": to_dict(x.chunk),
+        **mentions,
+        "mode": x.mode,
+        "dropped": x.dropped_records,
+    }
+    if x.prompt_tokens or x.completion_tokens:
+        body["tokens"] = [x.prompt_tokens, x.completion_tokens]
+    return body
+
+
+def _tokens(d: dict[str, Any]) -> dict[str, Any]:
+    """The extraction's ``[prompt, completion]`` tokens as fields; absent (written before
+    tokens were counted, or none spent): 0 and 0."""
+    tokens = d.get("tokens", [0, 0])
+    if not isinstance(tokens, list) or len(tokens) != 2:
+        raise ValueError("tokens must be a list of 2 counts")
+    return {"prompt_tokens": tokens[0], "completion_tokens": tokens[1]}
 
 
 def _mention(cls: type, row: object, chunk_id: object) -> dict[str, Any]:
@@ -110,7 +130,7 @@ def _mention(cls: type, row: object, chunk_id: object) -> dict[str, Any]:
 def extraction_from_dict(d: dict[str, Any]) -> ChunkExtraction:
     chunk_id = d["chunk"]["id"]
     mentions = {k: [_mention(c, row, chunk_id) for row in d[k]] for k, c in _MENTIONS.items()}
-    body = {"chunk": d["chunk"], **mentions, "mode": d.get("mode", "offline")}
+    body = {"chunk": d["chunk"], **mentions, "mode": d.get("mode", "offline"), **_tokens(d)}
     return from_dict(ChunkExtraction, {**body, "dropped_records": d.get("dropped", 0)})
 
 
