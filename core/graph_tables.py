@@ -16,7 +16,9 @@ version that wrote the row) and ``_deleted``. A commit appends only the rows tha
 a tombstone per deleted id; the table *as of* version V is, per ``id``, the newest row with
 ``_version <= V`` unless it is a tombstone (:func:`current_rows`). Files carry ``_version``
 statistics, so reading what changed between two versions opens only the files of those
-commits. ``kgrag export`` and any Delta reader get the current rows with that one rule.
+commits. ``kgrag export`` and any Delta reader get the current rows with that one rule. A
+field added to a row class (with a default) joins its table's schema at the next commit;
+rows of the files written before read it as that default.
 
 **A version is atomic across tables.** The writer appends to each table first, then appends
 the version's row to ``_versions``: that single-table Delta commit is the moment the version
@@ -229,6 +231,8 @@ def arrow_to_rows(
             )
         elif column in _SHARED_COLUMNS:
             columns.append(("column", (column, lambda vs: [_intern(v) for v in vs])))
+        elif f.default not in (dataclasses.MISSING, None):  # null in files older than it
+            columns.append(("default", (column, f.default)))
         else:
             columns.append(("column", (column, None)))
     cls = schema.cls
@@ -239,6 +243,14 @@ def arrow_to_rows(
         for kind, how in columns:
             if kind == "values":
                 values.append(how[start : start + ROWS_PER_SLICE])
+                continue
+            if kind == "default":
+                column, default = how
+                data = part.column(column)
+                plain = data.to_pylist()
+                values.append(
+                    [default if v is None else v for v in plain] if data.null_count else plain
+                )
                 continue
             column, convert = how
             plain = part.column(column).to_pylist()
@@ -873,6 +885,7 @@ class GraphTables:
                 self.uri(name),
                 batch,
                 mode="append",
+                schema_mode="merge",  # a column the row class gained since (see above)
                 storage_options=self.storage_options or None,
             )
             changed[name] = batch.num_rows

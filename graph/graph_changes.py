@@ -34,6 +34,8 @@ class GraphChange:
     deleted_relationships: tuple[str, ...] = ()
     claims: tuple[ClaimAggregate, ...] = ()
     deleted_claims: tuple[str, ...] = ()  # subject keys with no claim left
+    # with ``text_unit``: (prompt, completion) tokens the chunk's extraction spent; None: none
+    llm_tokens: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,9 +46,17 @@ class DocumentRemoved:
 
 
 def text_unit_added(extraction: ChunkExtraction) -> GraphChange:
-    """The chunk and its provenance, published once when its extraction is first seen."""
+    """The chunk and its provenance, published once when its extraction is first seen, with
+    the tokens its extraction spent."""
     chunk = extraction.chunk
-    return GraphChange(chunk.id, chunk.document_id, text_unit=chunk, mode=extraction.mode)
+    tokens = (extraction.prompt_tokens, extraction.completion_tokens)
+    return GraphChange(
+        chunk.id,
+        chunk.document_id,
+        text_unit=chunk,
+        mode=extraction.mode,
+        llm_tokens=tokens if any(tokens) else None,
+    )
 
 
 def text_unit_retracted(chunk_id: str, document_id: str) -> GraphChange:

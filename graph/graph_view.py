@@ -20,6 +20,9 @@ second or so, between community runs, so they are searchable before any re-clust
 text unit's row lists its entities and relationships and a document's row its text units, so
 the view keeps those reverse maps too, and a change marks every row whose lists it moves.
 Deletions wait for the run: until then every row a kept community or row points at exists.
+
+It also keeps what each live text unit's extraction spent at the LLM (``unit_tokens``), so a
+document's row and a version can say what extracting their articles cost.
 """
 
 from __future__ import annotations
@@ -92,6 +95,9 @@ class GraphView:
     fresh: FreshKeys = field(default_factory=FreshKeys, compare=False, repr=False)
     # None: not known (a view from an older checkpoint); the next run compares every row
     removed: RemovedKeys | None = field(default_factory=RemovedKeys, compare=False, repr=False)
+    # text unit -> (prompt, completion) tokens its extraction spent; units that spent none
+    # are left out (see ``_spent``)
+    unit_tokens: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False, repr=False)
 
     def take_removed(self) -> RemovedKeys | None:
         """The rows deleted since the last call (None: not known), and start afresh."""
@@ -153,6 +159,7 @@ class GraphView:
         self._touch(change)
         if change.text_unit is not None:
             self.text_units[change.chunk_id] = change.text_unit
+            self._spent(change.chunk_id, change.llm_tokens)
             self.document_units.setdefault(change.document_id, set()).add(change.chunk_id)
             fresh.text_units.add(change.chunk_id)
             if removed is not None:
@@ -167,6 +174,7 @@ class GraphView:
             or change.deleted_claims
         ):
             gone = self.text_units.pop(change.chunk_id, None)
+            self.unit_tokens.pop(change.chunk_id, None)
             if removed is not None and gone is not None:
                 removed.text_units.add(change.chunk_id)
             doc = gone.document_id if gone is not None else change.document_id
@@ -204,6 +212,26 @@ class GraphView:
             self.claims[agg.key] = agg
         for key in change.deleted_claims:
             self.claims.pop(key, None)
+
+    def _spent(self, unit_id: str, tokens: tuple[int, int] | None) -> None:
+        """Note what a text unit's extraction spent, keeping the larger figure when the unit
+        comes again: a redelivered extraction carries the same figure, and one made again
+        after a crash was answered by the response cache and carries 0, so the unit was paid
+        for once; keeping the larger makes the fold idempotent and the same in any order."""
+        if tokens is not None and sum(tokens) > sum(self.unit_tokens.get(unit_id, (0, 0))):
+            self.unit_tokens[unit_id] = tokens
+
+    def document_tokens(self, doc_id: str) -> tuple[int, int]:
+        """(prompt, completion) tokens the extraction of the document's live text units
+        spent."""
+        spent = [self.unit_tokens.get(u, (0, 0)) for u in self.document_units.get(doc_id, ())]
+        return sum(p for p, _ in spent), sum(c for _, c in spent)
+
+    def ingest_tokens(self) -> tuple[int, int]:
+        """(prompt, completion) tokens the extraction of every document's live text units
+        spent: the sum of ``document_tokens`` over the documents."""
+        spent = [self.document_tokens(d) for d in self.documents]
+        return sum(p for p, _ in spent), sum(c for _, c in spent)
 
     def _touch(self, change: GraphChange) -> None:
         touched = getattr(self, "touched", None)

@@ -202,6 +202,7 @@ def row_tables(
             tuple(sorted(view.document_units.get(d_id, empty))),
             str(d.get("published_at", "")),
             dict(d.get("metadata") or {}),
+            *view.document_tokens(d_id),
         )
         for d_id, d in ((i, view.documents[i]) for i in doc_ids)
     )

@@ -142,6 +142,10 @@ class SnapshotDocument:
     text_unit_ids: tuple[str, ...]
     creation_date: str  # published_at
     raw_data: dict[str, object] = field(default_factory=dict, hash=False, compare=False)
+    # tokens the extraction of its text units spent at the LLM (0 offline, or answered from
+    # the response cache); ours, not GraphRAG's
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +179,10 @@ class SnapshotMeta:
     kind: str = "run"
     reports_version: int = 0  # the run whose communities and reports this version carries
     reports_at: str = ""  # and when that run committed (how old the reports are)
+    # what extracting this version's documents spent at the LLM: "prompt" and "completion"
+    # tokens (the sums of the documents' rows), and their cost at the chat model's price
+    ingest_tokens: dict[str, int] = field(default_factory=dict, hash=False, compare=False)
+    ingest_cost_usd: float = 0.0
 
     @property
     def reports_from(self) -> tuple[int, str]:

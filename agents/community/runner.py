@@ -31,7 +31,7 @@ from agents.community.state import forget_state, load_state, save_state_soon
 from agents.community.writers import Refused, Writers, build_writers
 from core.children import die_with_parent
 from core.graph_tables import GraphTables, open_graph_store
-from core.settings import Settings, cost_usd
+from core.settings import ModelPrice, Settings, cost_usd
 from core.tokenizer import count_tokens, get_encoding
 from graph.aliases import (
     AliasChange,
@@ -55,7 +55,7 @@ from graph.community_run import (
     report_graph,
 )
 from graph.evidence import LiveEvidence, ReportBasis
-from graph.graph_view import Touched
+from graph.graph_view import GraphView, Touched
 from graph.job_state import HISTORY_CAP, JobState, SummaryRecord, record_failure, retry_blocked
 from graph.lineage import LineageEvent
 from graph.model import Community
@@ -197,7 +197,10 @@ def absorb(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]
         _fold_inbox(state)
         _fold(state, changes, offsets)
         version = light_commit(
-            writer_store(settings), state, "offline" if settings.llm.offline else "llm"
+            writer_store(settings),
+            state,
+            "offline" if settings.llm.offline else "llm",
+            settings.llm.price(),
         )
     except BaseException:
         forget_state(settings)
@@ -206,10 +209,28 @@ def absorb(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]
     return {"version": version, "seconds": round(time.monotonic() - started, 3)}
 
 
-def light_commit(store: GraphTables, state: JobState, mode: str) -> int | None:
+def ingest_cost(view: GraphView, price: ModelPrice | None) -> dict[str, Any]:
+    """A version's ``ingest_tokens`` and ``ingest_cost_usd``: what extracting its documents
+    spent (the sums of their rows, which the version holds), at ``price``.
+
+    Why here, with the documents: the tables are written by the one community job and read
+    by every process, outlive restarts of the workers and count each text unit once however
+    many workers extracted, and however often a chunk was redelivered (``GraphView._spent``);
+    a worker's own Prometheus counters say what that process spent since it started."""
+    prompt, completion = view.ingest_tokens()
+    return {
+        "ingest_tokens": {"prompt": prompt, "completion": completion},
+        "ingest_cost_usd": cost_usd(price, prompt, completion),
+    }
+
+
+def light_commit(
+    store: GraphTables, state: JobState, mode: str, price: ModelPrice | None = None
+) -> int | None:
     """Commit the rows upserted since the last commit as a ``rows`` version; its number, or
     None when no row differs from what the tables hold. Rows deleted meanwhile stay until the
-    run, so every id a kept community or row names still resolves."""
+    run, so every id a kept community or row names still resolves. ``price``: the chat
+    model's, for the version's ingest cost."""
     view = state.view
     keys = view.take_fresh()
     if not keys:
@@ -237,6 +258,7 @@ def light_commit(store: GraphTables, state: JobState, mode: str) -> int | None:
         kind="rows",
         reports_version=reports_version,
         reports_at=reports_at,
+        **ingest_cost(view, price),
     )
     known = store.write_rows(meta, rows, state.tables_known)
     if known is None:
@@ -307,7 +329,9 @@ class Runner:
         no copy of what a light commit changes (the view's rows, ``human_ids``, the tables'
         digests), and from ``_absorb_meanwhile`` while the run awaits."""
         if _fold_inbox(self.state):
-            version = light_commit(self._store(), self.state, self.writers.mode)
+            version = light_commit(
+                self._store(), self.state, self.writers.mode, self.settings.llm.price()
+            )
             if version is not None:
                 self.light_commits.append(version)
 
@@ -662,6 +686,7 @@ class Runner:
             unreflected_max=max(values),
             unreflected_mean=sum(values) / len(values),
             kind="run",
+            **ingest_cost(view, self.settings.llm.price()),
         )
 
     def _record_history(self, communities: tuple[Community, ...], version: int) -> None:

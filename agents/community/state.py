@@ -84,6 +84,8 @@ def upgrade_state(state: JobState) -> JobState:
         state.view.touched = None  # not known: the next run plans every community
     if "unit_entities" not in vars(state.view):
         state.view.rebuild_reverse_maps()  # the checkpoint's rows were all committed
+    if "unit_tokens" not in vars(state.view):
+        state.view.unit_tokens = {}  # what units folded before were extracted for is not known
     if "removed" not in vars(state.view):
         state.view.removed = None  # not known: the next run compares every row
     elif state.view.removed is not None and "documents" not in vars(state.view.removed):
