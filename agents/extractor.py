@@ -4,6 +4,10 @@ A batch of chunks is extracted concurrently (the LLM client bounds the concurren
 results are sent in input order, so a retraction that follows a chunk on its partition also
 follows that chunk's extraction downstream. A chunk whose extraction fails after the LLM
 client's last retry goes to ``extractions.dlq`` with the reason and is not merged at all.
+
+Each extraction record carries the tokens its LLM calls spent (``graph.llm_extraction``), which
+the graph tables add up per document. This process's own spending since it started is on its
+Prometheus registry (:class:`ExtractionMetrics`), failed extractions' calls included.
 """
 
 from __future__ import annotations
@@ -14,10 +18,18 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
+from prometheus_client import CollectorRegistry, Counter
+
 from core.clients import Clients
 from core.errors import KgragError
-from core.settings import Settings
-from graph.llm_extraction import ClaimSpec, ExtractionFailedError, ExtractionPrompts, extract_chunk
+from core.settings import ModelPrice, Settings, cost_usd
+from graph.llm_extraction import (
+    ClaimSpec,
+    ExtractionFailedError,
+    ExtractionPrompts,
+    TokenMeter,
+    extract_chunk,
+)
 from graph.model import Chunk, ChunkExtraction
 from graph.protocols import LLM
 from offline.extraction import extract_offline
@@ -44,13 +56,70 @@ log = logging.getLogger(__name__)
 Extract = Callable[[Chunk], Awaitable[ChunkExtraction]]
 
 
-def build_extractor(settings: Settings, llm: LLM | None) -> Extract:
-    """The LLM extractor when there is a model, else the offline one."""
+class ExtractionMetrics:
+    """What this process extracted and spent since it started (``kgrag_extraction_*``).
+
+    Prometheus sums them across workers and takes a restart's reset in its stride; they count
+    what was paid, so a chunk extracted twice (redelivered after a crash) counts twice unless
+    the response cache answered it. What the graph holds, each text unit once, is in the
+    graph tables (``kgrag status``).
+    """
+
+    def __init__(self, registry: CollectorRegistry | None, price: ModelPrice | None) -> None:
+        reg = registry if registry is not None else CollectorRegistry()
+        self.price = price
+        self.tokens = Counter(
+            "kgrag_extraction_llm_tokens",
+            "LLM tokens the extractor spent, per kind (prompt, completion); answers from the "
+            "response cache spend none",
+            ["kind"],
+            registry=reg,
+        )
+        self.cost = Counter(
+            "kgrag_extraction_llm_cost_usd",
+            "What the extractor's LLM tokens cost at the chat model's price (llm.prices)",
+            registry=reg,
+        )
+        self.chunks = Counter(
+            "kgrag_extraction_chunks",
+            "Chunks extracted, per outcome (extracted, failed: sent to the dead letters)",
+            ["outcome"],
+            registry=reg,
+        )
+        self.documents = Counter(
+            "kgrag_extraction_documents",
+            "Documents whose first text unit was extracted (a correction that keeps it is "
+            "not counted again)",
+            registry=reg,
+        )
+        for kind in ("prompt", "completion"):
+            self.tokens.labels(kind)
+        for outcome in ("extracted", "failed"):
+            self.chunks.labels(outcome)
+
+    def spent(self, prompt_tokens: int, completion_tokens: int) -> None:
+        self.tokens.labels("prompt").inc(prompt_tokens)
+        self.tokens.labels("completion").inc(completion_tokens)
+        self.cost.inc(cost_usd(self.price, prompt_tokens, completion_tokens))
+
+    def extracted(self, chunk: Chunk) -> None:
+        self.chunks.labels("extracted").inc()
+        if chunk.position == 0:
+            self.documents.inc()
+
+
+def build_extractor(
+    settings: Settings, llm: LLM | None, metrics: ExtractionMetrics | None = None
+) -> Extract:
+    """The LLM extractor when there is a model, else the offline one (which spends nothing)."""
     cfg = settings.extraction
+    counted = metrics if metrics is not None else ExtractionMetrics(None, settings.llm.price())
     if llm is None:
 
         async def offline(chunk: Chunk) -> ChunkExtraction:
-            return extract_offline(chunk, entity_types=cfg.entity_types)
+            extraction = extract_offline(chunk, entity_types=cfg.entity_types)
+            counted.extracted(chunk)
+            return extraction
 
         return offline
 
@@ -68,14 +137,23 @@ def build_extractor(settings: Settings, llm: LLM | None) -> Extract:
     )
 
     async def with_llm(chunk: Chunk) -> ChunkExtraction:
-        return await extract_chunk(
-            chunk,
-            llm,
-            prompts,
-            max_gleanings=cfg.max_gleanings,
-            claims=claims,
-            attempts=cfg.parse_attempts,
-        )
+        meter = TokenMeter(llm)  # the chunk's calls, those of a failed extraction too
+        try:
+            extraction = await extract_chunk(
+                chunk,
+                meter,
+                prompts,
+                max_gleanings=cfg.max_gleanings,
+                claims=claims,
+                attempts=cfg.parse_attempts,
+            )
+        except Exception:
+            counted.chunks.labels("failed").inc()
+            raise
+        finally:
+            counted.spent(meter.prompt_tokens, meter.completion_tokens)
+        counted.extracted(chunk)
+        return extraction
 
     return with_llm
 
@@ -108,8 +186,10 @@ async def _outcome(extract: Extract, raw: bytes) -> Outcome:
     return encode_extraction(result) if isinstance(result, ChunkExtraction) else result
 
 
-def register(topo: Topology, clients: Clients) -> None:
-    extract = build_extractor(topo.settings, clients.llm)
+def register(topo: Topology, clients: Clients, registry: CollectorRegistry | None = None) -> None:
+    """The extractor agent; its metrics go to ``registry`` (the worker's /metrics)."""
+    metrics = ExtractionMetrics(registry, topo.settings.llm.price())
+    extract = build_extractor(topo.settings, clients.llm, metrics)
     extractions, dlq = topo.topics.extractions, topo.topics.extractions_dlq
     cfg = topo.settings
     size = (  # with a model, enough chunks in flight to keep its concurrency busy

@@ -40,5 +40,8 @@ class Clients:
     embedder: Embedder
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Clients:
-        return cls(build_llm(settings), build_embedder(settings))
+    def from_settings(
+        cls, settings: Settings, registry: CollectorRegistry | None = None
+    ) -> Clients:
+        """The clients; the LLM's counters (``kgrag_llm_*``) go to ``registry`` when given."""
+        return cls(build_llm(settings, registry), build_embedder(settings))

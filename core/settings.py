@@ -485,6 +485,18 @@ class ApiSettings(BaseModel):
     )
 
 
+class WorkerSettings(BaseModel):
+    metrics_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="Serve the stream worker's Prometheus metrics (GET /metrics: extraction "
+        "tokens and cost, LLM calls) on this port; unset: not served. One port per worker on "
+        "a host",
+    )
+    metrics_host: str = Field("127.0.0.1", description="Bind address of the worker's metrics")
+
+
 class TablesSettings(BaseModel):
     """Where the graph tables live: a local directory (the default) or an S3-compatible bucket
     that query services on other machines read (``core.object_store``)."""
@@ -579,6 +591,7 @@ class Settings(BaseSettings):
     extraction: ExtractionSettings = Field(default_factory=lambda: ExtractionSettings())
     community: CommunitySettings = Field(default_factory=lambda: CommunitySettings())
     api: ApiSettings = Field(default_factory=lambda: ApiSettings())
+    worker: WorkerSettings = Field(default_factory=lambda: WorkerSettings())
     drift: DriftSettings = Field(default_factory=lambda: DriftSettings())
     tables: TablesSettings = Field(default_factory=lambda: TablesSettings())
     services: ServicesSettings = Field(default_factory=lambda: ServicesSettings())

@@ -156,10 +156,13 @@ def worker(
     The community job and the vector worker (the embedders, in a consumer group of their own
     so a Weaviate outage holds back only the vectors) run as supervised child processes,
     started once the worker is ready: restarted with a growing backoff when they die, ended
-    with the worker.
+    with the worker. With KGRAG_WORKER__METRICS_PORT set, its Prometheus metrics (extraction
+    tokens and cost, LLM calls) are served on that port.
     """
+    from prometheus_client import CollectorRegistry
+
     from core.children import supervise_kgrag
-    from kgrag.worker import GraphWorker, build
+    from kgrag.worker import GraphWorker, build, serve_metrics
     from streams.admin import ensure_topics
     from streams.app import freeze_startup_heap
 
@@ -170,7 +173,9 @@ def worker(
         for command, wanted in (("community-job", community_job), ("vector-worker", vectors))
         if wanted
     ]
-    topo = build(settings)
+    registry = CollectorRegistry()
+    topo = build(settings, registry)
+    serve_metrics(settings, registry)
     freeze_startup_heap()
     GraphWorker(topo.app, helpers=helpers, loglevel=loglevel).execute_from_commandline()
 

@@ -13,10 +13,12 @@ query service reads what all of them produce (``query/``).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 
 import faust
+from prometheus_client import CollectorRegistry, start_http_server
 
 from agents import chunker, extractor, merger
 from core.children import Supervisor
@@ -28,18 +30,21 @@ from streams import watchdog
 from streams.app import create_app
 from streams.topology import Topology, declare, declare_topics
 
+log = logging.getLogger(__name__)
 
-def build(settings: Settings) -> Topology:
+
+def build(settings: Settings, registry: CollectorRegistry | None = None) -> Topology:
     """The graph worker's faust app with its topics and tables declared and its agents
-    registered."""
+    registered; the extractor's and the LLM's metrics go to ``registry``."""
     ensure_offline_bpe()  # before any tokenizer use in this process
     topo = declare(settings, create_app(settings))
     # the model (an offline stand-in when none is configured), built once
-    clients = Clients.from_settings(settings)
+    clients = Clients.from_settings(settings, registry)
     # documents → chunks (text units cut by tokens; corrections retract what they replace)
     chunker.register(topo)
-    # chunks → extractions (entities, relationships and claims, by the LLM or offline rules)
-    extractor.register(topo, clients)
+    # chunks → extractions (entities, relationships and claims, by the LLM or offline rules,
+    # each with the tokens it spent)
+    extractor.register(topo, clients, registry)
     # extractions → items keyed by entity / relationship → merged rows → graph changes
     merger.register(topo)
     # a partition faust stopped delivering after a rebalance makes the worker rejoin its group
@@ -47,6 +52,22 @@ def build(settings: Settings) -> Topology:
         topo.app, [settings.topic(n) for n in GRAPH_TOPICS], settings=settings, group="graph"
     )
     return topo
+
+
+def serve_metrics(settings: Settings, registry: CollectorRegistry) -> None:
+    """Serve ``registry`` as Prometheus text on ``worker.metrics_port`` (any path, /metrics
+    included) from a thread of its own, when the port is set. A port already taken (another
+    worker on this host) is logged and the worker runs on without it: metrics are not worth
+    a worker."""
+    cfg = settings.worker
+    if cfg.metrics_port is None:
+        return
+    try:
+        start_http_server(cfg.metrics_port, addr=cfg.metrics_host, registry=registry)
+    except OSError as e:
+        log.warning("worker metrics not served on %s:%d: %s", cfg.metrics_host, cfg.metrics_port, e)
+        return
+    log.info("worker metrics on http://%s:%d/metrics", cfg.metrics_host, cfg.metrics_port)
 
 
 # a worker that is not ready by then (a broker down, a long recovery) starts its helpers anyway
