@@ -76,6 +76,22 @@ class SnapshotFacts:
     mode: str
     counts: dict[str, int]
     consumed_offsets: dict[str, int]
+    ingest_tokens: dict[str, int] = field(default_factory=dict)  # "prompt", "completion"
+    ingest_cost_usd: float = 0.0
+
+    def ingestion(self) -> dict[str, Any]:
+        """What extracting the version's documents spent at the LLM, in all and per document.
+        From the version's meta: the community job sums the documents' rows, each text unit
+        counted once, so the figure survives worker restarts and holds for any number of
+        workers (``agents.community.runner.ingest_cost``)."""
+        documents = self.counts.get("documents", 0)
+        return {
+            "documents": documents,
+            "prompt_tokens": self.ingest_tokens.get("prompt", 0),
+            "completion_tokens": self.ingest_tokens.get("completion", 0),
+            "cost_usd": self.ingest_cost_usd,
+            "cost_per_document_usd": self.ingest_cost_usd / documents if documents else 0.0,
+        }
 
     def age_s(self, now: float) -> float | None:
         try:
@@ -106,6 +122,25 @@ def latest_snapshot(settings: Settings) -> SnapshotFacts | None:
         mode=meta.mode,
         counts=dict(meta.counts),
         consumed_offsets=dict(meta.consumed_offsets),
+        ingest_tokens=dict(meta.ingest_tokens),
+        ingest_cost_usd=meta.ingest_cost_usd,
+    )
+
+
+def describe_ingestion(ingestion: dict[str, Any], mode: str) -> str:
+    """One line: what extracting the documents spent (``SnapshotFacts.ingestion``)."""
+    prompt, completion = ingestion["prompt_tokens"], ingestion["completion_tokens"]
+    if not prompt and not completion:
+        if mode == "offline":
+            return "no LLM used (offline mode): 0 tokens, $0"
+        return (
+            "0 tokens, $0 (answered from the LLM response cache, or extracted before tokens "
+            "were counted)"
+        )
+    return (
+        f"{prompt}+{completion} tokens, ${ingestion['cost_usd']:.4f} for "
+        f"{ingestion['documents']} document(s), ${ingestion['cost_per_document_usd']:.6f} per "
+        "document"
     )
 
 
@@ -204,6 +239,7 @@ class StatusReport:
             "namespace": self.settings.namespace,
             "checked_at": self.checked_at,
             "documents_indexed": None if snap is None else snap.counts.get("documents"),
+            "ingestion": None if snap is None else snap.ingestion(),
             "snapshot": None
             if snap is None
             else {
@@ -312,6 +348,7 @@ def print_report(report: StatusReport, out: Console) -> None:
         for key in ("text_units", "entities", "relationships", "communities"):
             if key in snap.counts:
                 index.add_row(key.replace("_", " "), str(snap.counts[key]))
+        index.add_row("extraction cost", describe_ingestion(snap.ingestion(), snap.mode))
     out.print(index)
 
     work = Table("stage", "pending", title="Pending work", title_justify="left")
@@ -435,6 +472,9 @@ def status_cmd(
 
     --json prints one object with these stable keys:
       namespace; checked_at (unix s); documents_indexed (int or null);
+      ingestion: what extracting the indexed documents spent at the LLM:
+        documents, prompt_tokens, completion_tokens, cost_usd,
+        cost_per_document_usd (null before the first version);
       snapshot: version, created_at, age_s, mode, counts,
         consumed_offsets (null before the first version);
       kafka: bootstrap_servers, reachable, error (str or null);

@@ -3,8 +3,9 @@
 Services up (reused when running), a fresh ``demo`` namespace (its old topics, collections
 and state are removed first, so an earlier run never leaks in), a worker subprocess with its
 community job, the sample articles published, indexed and clustered; then the communities
-and their lineage events, a local question, a "main themes" global question, a trend
-question and the emerging communities, printed readably.
+and their lineage events, what extracting the articles cost (none offline), a local
+question, a "main themes" global question and a trend question (each with its cost), and the
+emerging communities, printed readably.
 """
 
 from __future__ import annotations
@@ -147,6 +148,16 @@ def _show_events(console: Console, events: list[dict[str, Any]]) -> None:
         console.print(format_event(e))
 
 
+def _show_ingest_cost(console: Console, settings: Settings) -> None:
+    """What extracting the articles spent at the LLM, before the answers that say their own."""
+    from kgrag.cli_status import describe_ingestion, latest_snapshot
+
+    facts = latest_snapshot(settings)
+    if facts is not None:
+        mode = "offline" if settings.llm.offline else "llm"
+        console.print(f"ingest cost: {describe_ingestion(facts.ingestion(), mode)}")
+
+
 def _ask(console: Console, settings: Settings) -> None:
     from kgrag.cli_query import print_answer
     from query.deps import open_deps
@@ -230,6 +241,7 @@ def run_demo(settings: Settings, path: Path, question: str, console: Console) ->
         )
         _show_communities(console, settings)
         _show_events(console, asyncio.run(_events(settings)))
+        _show_ingest_cost(console, settings)
         _ask(console, settings)
         _show_trends(console, settings)
         if question:

@@ -30,7 +30,7 @@ from tests.unit.test_query_support import world
 KEYS = {
     "namespace", "checked_at", "documents_indexed", "snapshot", "kafka", "pending",
     "pending_total", "eta", "community_job", "community_job_heard_s_ago", "health", "notes",
-    "workers",
+    "workers", "ingestion",
 }  # fmt: skip
 
 
@@ -52,7 +52,11 @@ def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settin
     get_settings.cache_clear()
 
 
-def publish_snapshot(settings: Settings, age_s: float, consumed: dict[str, int]) -> None:
+def publish_snapshot(
+    settings: Settings, age_s: float, consumed: dict[str, int], *, llm: bool = True
+) -> None:
+    """Version 3: 5 documents whose extraction spent 40,000 + 5,000 tokens, $0.009 (or, not
+    ``llm``, an offline version that spent nothing)."""
     created = datetime.fromtimestamp(time.time() - age_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     base = world()
     meta = replace(
@@ -61,6 +65,9 @@ def publish_snapshot(settings: Settings, age_s: float, consumed: dict[str, int])
         created_at=created,
         counts={"documents": 5, "entities": len(base.entities)},
         consumed_offsets=consumed,
+        mode="llm" if llm else "offline",
+        ingest_tokens={"prompt": 40_000, "completion": 5_000} if llm else {},
+        ingest_cost_usd=0.009 if llm else 0.0,
     )
     open_graph_store(settings).write(replace(base, meta=meta))
 
@@ -109,6 +116,13 @@ class TestKafkaUnreachable:
         assert job["failed_items"][0]["item"] == "e:opec"
         assert body["community_job_heard_s_ago"] == pytest.approx(45, abs=5)
         assert body["documents_indexed"] == 5
+        assert body["ingestion"] == {
+            "documents": 5,
+            "prompt_tokens": 40_000,
+            "completion_tokens": 5_000,
+            "cost_usd": 0.009,
+            "cost_per_document_usd": pytest.approx(0.0018),
+        }
         assert body["snapshot"]["version"] == 3 and body["snapshot"]["age_s"] >= 899
         assert body["pending"] is None and body["pending_total"] is None
         assert body["eta"]["seconds"] is None and body["eta"]["text"] == "unknown"
@@ -121,7 +135,7 @@ class TestKafkaUnreachable:
         result, body = run("--json", "--timeout-s", "1", "--sample-s", "0")
         assert result.exit_code == 1 and body is not None
         assert body["snapshot"] is None and body["community_job"] is None
-        assert body["documents_indexed"] is None
+        assert body["documents_indexed"] is None and body["ingestion"] is None
         assert body["health"]["status"] == "no_snapshot"
         assert not settings.snapshots_dir.exists()  # a status check creates nothing
 
@@ -136,6 +150,21 @@ class TestKafkaUnreachable:
         assert "alive" in result.stdout and "e:opec" in result.stdout
         said = " ".join(result.stdout.split())  # the table wraps long cells
         assert "2 LLM" in said and "9000+700 tokens, $0.0018" in said, said
+
+    @pytest.mark.parametrize(
+        ("llm", "shown"),
+        [
+            (True, "40000+5000 tokens, $0.0090 for 5 document(s), $0.001800 per document"),
+            (False, "no LLM used (offline mode): 0 tokens, $0"),
+        ],
+    )
+    def test_human_form_says_what_extraction_cost(
+        self, settings: Settings, llm: bool, shown: str
+    ) -> None:
+        publish_snapshot(settings, age_s=60, consumed={"0": 7}, llm=llm)
+        result, _ = run("--timeout-s", "1")
+        said = " ".join(result.stdout.replace("│", " ").split())  # a wrapped cell, unwrapped
+        assert f"extraction cost {shown}" in said, said
 
 
 class TestWithABacklog:
