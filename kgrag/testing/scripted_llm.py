@@ -111,6 +111,9 @@ class RecordedCall:
     # latency and the answer's computation): how long the call held one of the client's slots
     # here, at the least
     service_s: float = 0.0
+    # the usage it answered with (chat, status 200)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 # ==== the server =============================================================================
@@ -278,9 +281,12 @@ class ScriptedLLMServer:
             elif call.fault == "truncated":
                 text = truncate(text)
             call.response = text
+            completion = self._completion(body, messages, text)
+            call.prompt_tokens = completion["usage"]["prompt_tokens"]
+            call.completion_tokens = completion["usage"]["completion_tokens"]
             if body.get("stream"):
                 return await self._stream(request, body, messages, text)
-            return web.json_response(self._completion(body, messages, text))
+            return web.json_response(completion)
         finally:
             self._leave()
             call.service_s = time.monotonic() - arrived
