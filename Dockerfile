@@ -10,6 +10,6 @@ COPY offline offline
 COPY graph graph
 COPY query query
 COPY prompts prompts
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir ".[export]"
 ENV KGRAG_DATA_DIR=/data
 CMD ["kgrag", "worker"]

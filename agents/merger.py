@@ -358,6 +358,17 @@ def _merge_one(
     if step.resample and after is not None:
         after = _resampled(cache, event, spec, after, max_descriptions)
         cache.put(event, spec.aggregate_table, key, to_dict(after))
+    if spec.kind == "claim":  # which facts this chunk backs: the claims' text units
+        backed = stored if retraction else item  # a retraction that changed a row released one
+        facts = backed.facts if backed is not None else ()
+        return spec.changed(
+            key,
+            after,
+            chunk_id=chunk_id,
+            document_id=doc_id,
+            retraction=retraction,
+            claim_ids=tuple(f.id for f in facts),
+        )
     return spec.changed(key, after, chunk_id=chunk_id, document_id=doc_id, retraction=retraction)
 
 

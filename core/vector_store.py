@@ -112,6 +112,7 @@ class WeaviateStore:
         try:
             await self._client.connect()
         except Exception as e:  # the client raises several unrelated types here
+            await self._client.close()  # half-open: closed, or it warns when collected
             raise VectorStoreError(
                 f"cannot reach Weaviate at {self._settings.weaviate.url}: {e}", retryable=True
             ) from e
@@ -263,6 +264,20 @@ class WeaviateStore:
         await self.ensure_collection(kind)
         col = self._client.collections.get(self.collection_name(kind))
         return [str(o.properties["key"]) async for o in col.iterator(return_properties=["key"])]
+
+    async def vectors(self, kind: str) -> dict[str, list[float]]:
+        """Every object's vector by its ``key`` (exports: the last written of duplicates)."""
+        await self.ensure_collection(kind)
+        col = self._client.collections.get(self.collection_name(kind))
+        out: dict[str, list[float]] = {}
+        try:
+            async for o in col.iterator(include_vector=True, return_properties=["key"]):
+                vector: Any = o.vector.get(VECTOR) if isinstance(o.vector, dict) else o.vector
+                if vector:
+                    out[str(o.properties["key"])] = [float(x) for x in vector]
+        except Exception as e:
+            raise VectorStoreError(f"reading vectors of {col.name}: {e}", retryable=True) from e
+        return out
 
     async def drop_namespace(self) -> None:
         """Delete every collection of this namespace (tests and demo resets)."""

@@ -36,6 +36,10 @@ class GraphChange:
     deleted_claims: tuple[str, ...] = ()  # subject keys with no claim left
     # with ``text_unit``: (prompt, completion) tokens the chunk's extraction spent; None: none
     llm_tokens: tuple[int, int] | None = None
+    # the ids of the facts this chunk states about the claim subject above (absorbed, or
+    # released by a retraction): which text unit backs which claim. None from a merger that
+    # did not send them.
+    claim_ids: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +101,10 @@ def claims_changed(
     chunk_id: str,
     document_id: str,
     retraction: bool,
+    claim_ids: tuple[str, ...] | None = None,
 ) -> GraphChange:
     if after is None:
-        return GraphChange(chunk_id, document_id, retraction, deleted_claims=(key,))
-    return GraphChange(chunk_id, document_id, retraction, claims=(after,))
+        return GraphChange(
+            chunk_id, document_id, retraction, deleted_claims=(key,), claim_ids=claim_ids
+        )
+    return GraphChange(chunk_id, document_id, retraction, claims=(after,), claim_ids=claim_ids)

@@ -92,6 +92,10 @@ class GraphView:
     unit_entities: dict[str, set[str]] = field(default_factory=dict, compare=False, repr=False)
     unit_relationships: dict[str, set[str]] = field(default_factory=dict, compare=False, repr=False)
     document_units: dict[str, set[str]] = field(default_factory=dict, compare=False, repr=False)
+    # claims: fact id -> the text units stating it, and unit -> {fact id: subject key}; from
+    # the changes' ``claim_ids`` (a checkpoint older than them starts both empty)
+    claim_units: dict[str, set[str]] = field(default_factory=dict, compare=False, repr=False)
+    unit_claims: dict[str, dict[str, str]] = field(default_factory=dict, compare=False, repr=False)
     fresh: FreshKeys = field(default_factory=FreshKeys, compare=False, repr=False)
     # None: not known (a view from an older checkpoint); the next run compares every row
     removed: RemovedKeys | None = field(default_factory=RemovedKeys, compare=False, repr=False)
@@ -209,9 +213,58 @@ class GraphView:
         if removed is not None:
             self._removed_rows(change, removed)
         for agg in change.claims:
+            self._claims_kept(self.claims.get(agg.key), agg)
             self.claims[agg.key] = agg
         for key in change.deleted_claims:
-            self.claims.pop(key, None)
+            self._claims_kept(self.claims.pop(key, None), None)
+        if change.claim_ids:
+            self._claim_units(change, change.claim_ids)
+
+    def _claims_kept(self, old: ClaimAggregate | None, new: ClaimAggregate | None) -> None:
+        """A fact the subject's row keeps or drops (its facts are capped) changes the
+        ``covariate_ids`` of every unit stating it."""
+        before = {f.id for f in old.facts} if old is not None else set()
+        after = {f.id for f in new.facts} if new is not None else set()
+        units = getattr(self, "claim_units", {})
+        for fact_id in before ^ after:
+            self.fresh.text_units.update(units.get(fact_id, ()))
+
+    def _claim_units(self, change: GraphChange, fact_ids: tuple[str, ...]) -> None:
+        """Link (or, for a retraction, unlink) the chunk and the facts it states; its text
+        unit's row moves (its ``covariate_ids``)."""
+        subject = change.claims[0].key if change.claims else change.deleted_claims[0]
+        chunk = change.chunk_id
+        stated = self.unit_claims.setdefault(chunk, {})
+        for fact_id in fact_ids:
+            units = self.claim_units.setdefault(fact_id, set())
+            if change.retraction:
+                units.discard(chunk)
+                stated.pop(fact_id, None)
+                if not units:
+                    del self.claim_units[fact_id]
+            else:
+                units.add(chunk)
+                stated[fact_id] = subject
+        if not stated:
+            del self.unit_claims[chunk]
+        self.fresh.text_units.add(chunk)
+
+    def unit_covariates(self, unit_id: str) -> tuple[str, ...]:
+        """The ids of the kept claims the text unit states, sorted (GraphRAG's
+        ``text_units.covariate_ids``)."""
+        stated = getattr(self, "unit_claims", {}).get(unit_id, {})
+        return tuple(
+            sorted(
+                fact_id
+                for fact_id, subject in stated.items()
+                if (agg := self.claims.get(subject)) is not None and agg.support.count(fact_id)
+            )
+        )
+
+    def claim_unit(self, fact_id: str) -> str:
+        """The first text unit stating the claim (GraphRAG's ``covariates.text_unit_id``
+        holds one), "" when none is known."""
+        return min(getattr(self, "claim_units", {}).get(fact_id, ()), default="")
 
     def _spent(self, unit_id: str, tokens: tuple[int, int] | None) -> None:
         """Note what a text unit's extraction spent, keeping the larger figure when the unit

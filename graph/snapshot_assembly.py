@@ -187,7 +187,7 @@ def row_tables(
             u.document_id,
             tuple(sorted(view.unit_entities.get(u.id, empty))),
             tuple(sorted(view.unit_relationships.get(u.id, empty))),
-            (),
+            view.unit_covariates(u.id),
             u.published_at,
             u.title,
         )
@@ -219,7 +219,7 @@ def row_tables(
             f.start_date,
             f.end_date,
             f.source_text,
-            "",
+            view.claim_unit(f.id),
         )
         for k in claim_keys
         for f in view.claims[k].facts

@@ -300,10 +300,19 @@ def export_cmd(
     out_dir: Annotated[Path, typer.Argument(help="Directory for the parquet tables")],
     fmt: Annotated[str, typer.Option("--format", help="Only 'graphrag' for now")] = "graphrag",
     version: Annotated[int | None, typer.Option(help="Graph version (default: latest)")] = None,
+    vectors: Annotated[
+        bool,
+        typer.Option(
+            "--vectors/--no-vectors",
+            help="Also write the vectors from Weaviate as GraphRAG's LanceDB tables "
+            "(OUT_DIR/lancedb); Weaviate holds the latest vectors only",
+        ),
+    ] = True,
 ) -> None:
-    """Write the latest graph version (or --version) as Microsoft GraphRAG output tables."""
+    """Write the latest graph version (or --version) as Microsoft GraphRAG output tables,
+    with the vectors its local, basic and DRIFT search read."""
     from core.graph_tables import legacy_hint, open_graph_store
-    from kgrag.export import export_graphrag
+    from kgrag.export import export_graphrag, read_vectors, write_vectors
 
     if fmt != "graphrag":
         raise KgragError(f"unknown export format {fmt!r}; use --format graphrag")
@@ -314,8 +323,23 @@ def export_cmd(
             legacy_hint(settings, store)
             or "no graph version yet: run `kgrag worker` and publish documents first"
         )
-    paths = export_graphrag(store.load(version), out_dir)
-    console.print(f"wrote {len(paths)} tables to {out_dir}")
+    snapshot = store.load(version)
+    paths = export_graphrag(snapshot, out_dir)
+    console.print(f"wrote {len(paths)} tables of version {snapshot.meta.version} to {out_dir}")
+    if not vectors:
+        return
+    written = write_vectors(snapshot, asyncio.run(read_vectors(settings)), out_dir)
+    counts = ", ".join(f"{name} {n}" for name, n in written.written.items())
+    console.print(f"wrote vectors to {written.db_uri} ({counts}; dimension {written.dimension})")
+    if any(written.missing.values()):
+        gaps = ", ".join(f"{name} {n}" for name, n in written.missing.items() if n)
+        console.print(f"rows without a vector (not embedded yet, or replaced since): {gaps}")
+    emb = settings.embeddings
+    model = f"{emb.model} at {emb.base_url}" if emb.base_url else "kgrag's offline embedder"
+    console.print(
+        f"GraphRAG's settings.yaml: vector_store.db_uri: {written.db_uri.resolve()}, "
+        f"vector_store.vector_size: {written.dimension}; embed queries with {model}"
+    )
 
 
 @app.command("migrate")

@@ -18,13 +18,26 @@ ones GraphRAG's own pipeline writes and its loaders (``graphrag.query.indexer_ad
 
 Joins GraphRAG makes: ``communities.entity_ids`` against ``entities.id``; relationships'
 ``source``/``target`` against entity ``title``; ``text_units.document_id`` against
-``documents.id``. The snapshot model already keys them that way.
+``documents.id``; ``covariates.text_unit_id`` and ``text_units.covariate_ids`` between claims
+and the units stating them. The snapshot model already keys them that way.
+
+**Vectors** (``write_vectors``) go where GraphRAG's default vector store reads them: LanceDB
+tables under ``<out>/lancedb``, one per embedding GraphRAG's query path opens, named as its
+``vector_store.index_schema`` defaults name them (``entity_description`` for local search,
+``text_unit_text`` for basic search, ``community_full_content`` for DRIFT), with the columns
+its ``LanceDBVectorStore`` writes (``id``, ``vector`` as fixed-size float32, ``create_date``,
+``update_date``). The ids are the snapshot's own: GraphRAG looks entities up by ``id``
+(``EntityVectorStoreKey.ID``), text units by ``id`` and reports by ``id``. The vectors are the
+ones the pipeline wrote to Weaviate: entities embed their name and description, text units
+their title and text, and reports their title and summary (the community job embeds no more of
+a report; GraphRAG would embed its full content). GraphRAG must therefore embed its queries
+with the same model (``embeddings.model``) for the vectors to mean anything.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -34,6 +47,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core.errors import KgragError
+from core.settings import Settings
 from graph.snapshot_model import Snapshot
 
 STR = pa.string()
@@ -46,6 +60,27 @@ FINDINGS = pa.list_(pa.struct([("summary", STR), ("explanation", STR)]))
 
 class ExportError(KgragError):
     """The snapshot could not be written as GraphRAG tables."""
+
+
+VECTOR_DIR = "lancedb"
+# GraphRAG embedding (= LanceDB table) -> (our vector kind in Weaviate, snapshot rows it covers)
+VECTOR_TABLES: dict[str, tuple[str, str]] = {
+    "entity_description": ("entity", "entities"),
+    "text_unit_text": ("text_unit", "text_units"),
+    "community_full_content": ("report", "community_reports"),
+}
+VECTOR_KINDS = tuple(kind for kind, _ in VECTOR_TABLES.values())
+
+
+@dataclass(frozen=True, slots=True)
+class VectorExport:
+    """What ``write_vectors`` wrote: per table the rows with a vector and those without
+    (not embedded yet, or a row of an older version whose vector was since replaced)."""
+
+    db_uri: Path
+    dimension: int
+    written: dict[str, int]
+    missing: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +213,70 @@ def export_graphrag(snapshot: Snapshot, out_dir: Path) -> list[Path]:
         _write(to_arrow(name, records), path)
         written.append(path)
     return written
+
+
+def write_vectors(
+    snapshot: Snapshot, vectors: Mapping[str, Mapping[str, Sequence[float]]], out_dir: Path
+) -> VectorExport:
+    """Write ``vectors`` (kind -> key -> vector, as ``WeaviateStore.vectors`` reads them) for
+    the snapshot's rows as GraphRAG's LanceDB tables under ``out_dir/lancedb``, replacing
+    tables an earlier export left there. Rows without a vector are counted, not written."""
+    try:
+        import lancedb  # optional (160 MB): only an export with vectors needs it
+    except ImportError as err:
+        raise ExportError(
+            "writing vectors needs lancedb: pip install 'kafka-graphrag[export]' "
+            "(or pass --no-vectors for the tables alone)"
+        ) from err
+    picked: dict[str, list[tuple[str, Sequence[float]]]] = {}
+    missing: dict[str, int] = {}
+    for name, (kind, attr) in VECTOR_TABLES.items():
+        have = vectors.get(kind, {})
+        ids = [r.id for r in getattr(snapshot, attr)]
+        picked[name] = [(i, have[i]) for i in ids if i in have]
+        missing[name] = len(ids) - len(picked[name])
+    dims = {len(v) for rows in picked.values() for _, v in rows}
+    if len(dims) > 1:
+        raise ExportError(
+            f"the vectors have different dimensions {sorted(dims)}: the embedding model "
+            "changed while indexing; re-embed (kgrag reset and publish again) before exporting"
+        )
+    dimension = dims.pop() if dims else 0
+    db_uri = Path(out_dir) / VECTOR_DIR
+    try:
+        db = lancedb.connect(str(db_uri))
+        for name, rows in picked.items():
+            db.create_table(name, data=_vector_table(rows, dimension), mode="overwrite")
+    except (OSError, ValueError, RuntimeError) as err:
+        raise ExportError(f"cannot write the vectors to {db_uri}: {err}") from err
+    return VectorExport(db_uri, dimension, {n: len(r) for n, r in picked.items()}, missing)
+
+
+async def read_vectors(settings: Settings) -> dict[str, dict[str, list[float]]]:
+    """The namespace's vectors in Weaviate, kind -> key -> vector, for ``write_vectors``."""
+    from core.vector_store import VectorStoreError, WeaviateStore
+
+    try:
+        async with WeaviateStore(settings) as store:
+            return {kind: await store.vectors(kind) for kind in VECTOR_KINDS}
+    except VectorStoreError as err:
+        raise ExportError(
+            f"{err}; start Weaviate (kgrag services up) or export without vectors (--no-vectors)"
+        ) from err
+
+
+def _vector_table(rows: Sequence[tuple[str, Sequence[float]]], dimension: int) -> pa.Table:
+    """The columns GraphRAG's ``LanceDBVectorStore`` writes (no extra fields)."""
+    flat = pa.array([x for _, v in rows for x in v], type=pa.float32())
+    dates = pa.nulls(len(rows), type=STR)
+    return pa.table(
+        {
+            "id": pa.array([i for i, _ in rows], type=STR),
+            "vector": pa.FixedSizeListArray.from_arrays(flat, max(dimension, 1)),
+            "create_date": dates,
+            "update_date": dates,
+        }
+    )
 
 
 def _write(table: pa.Table, path: Path) -> None:

@@ -140,6 +140,8 @@ def settings_env(settings: Settings) -> dict[str, str]:
     )
     if settings.llm.base_url:
         env["KGRAG_LLM__BASE_URL"] = settings.llm.base_url
+    if settings.embeddings.base_url:
+        env["KGRAG_EMBEDDINGS__BASE_URL"] = settings.embeddings.base_url
     if settings.kafka.instance_id:
         env["KGRAG_KAFKA__INSTANCE_ID"] = settings.kafka.instance_id
     t = settings.tables

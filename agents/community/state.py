@@ -84,6 +84,9 @@ def upgrade_state(state: JobState) -> JobState:
         state.view.touched = None  # not known: the next run plans every community
     if "unit_entities" not in vars(state.view):
         state.view.rebuild_reverse_maps()  # the checkpoint's rows were all committed
+    if "claim_units" not in vars(state.view):
+        # which unit states which claim was not kept: known again as claims are re-stated
+        state.view.claim_units, state.view.unit_claims = {}, {}
     if "unit_tokens" not in vars(state.view):
         state.view.unit_tokens = {}  # what units folded before were extracted for is not known
     if "removed" not in vars(state.view):

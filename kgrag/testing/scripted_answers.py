@@ -22,6 +22,7 @@ from kgrag.testing.scripted_contexts import (
     answer_drift_local,
     answer_drift_primer,
     answer_drift_reduce,
+    answer_graphrag_search,
     answer_map,
     answer_questions,
     answer_rating,
@@ -30,6 +31,7 @@ from kgrag.testing.scripted_contexts import (
     answer_reports,
     answer_search,
     check_query_prompt,
+    is_graphrag_search,
 )
 from kgrag.testing.scripted_extraction import (
     COMPLETE,
@@ -69,6 +71,8 @@ def classify(messages: list[dict[str, Any]]) -> str:
             for kind, marker in KINDS.items():
                 if text.startswith(marker):
                     return kind
+            if is_graphrag_search(text):
+                return "graphrag_search"
     return "unknown"
 
 
@@ -117,6 +121,8 @@ def answer(kind: str, messages: list[dict[str, Any]], json_mode: bool | None = N
             return answer_drift_local(system, last)
         case "drift_reduce":
             return answer_drift_reduce(system)
+        case "graphrag_search":
+            return answer_graphrag_search(system, last)
     first = (system or last).strip().splitlines()[:1]
     raise RequestRejected(
         f"no TASK: line this model knows starts the prompt (it starts {first[0][:60]!r})"

@@ -425,7 +425,26 @@ QUERY_PROMPTS: dict[str, tuple[tuple[str, ...], bool]] = {
     "drift_primer": (("=== How to answer ===", "=== Reports ==="), True),
     "drift_local": (("=== How to answer ===", "=== Data tables ==="), True),
     "drift_reduce": (("=== How to answer ===", "=== Intermediate answers ==="), False),
+    # Microsoft GraphRAG's own local and basic search prompts (``graphrag.prompts.query``),
+    # for tests that run GraphRAG's query engine on an export
+    "graphrag_search": (("---Role---", "---Data tables---", "---Goal---"), False),
 }
+
+
+def is_graphrag_search(system: str) -> bool:
+    """A system prompt of GraphRAG's local or basic search: its role, then its data tables."""
+    return system.lstrip().startswith("---Role---") and "---Data tables---" in system
+
+
+def answer_graphrag_search(system: str, question: str) -> str:
+    """Its data tables (between ``---Data tables---`` and the closing goal) answered like
+    ours; an empty or unfilled section is refused."""
+    data = system.split("---Data tables---", 1)[1].split("---Goal---", 1)[0]
+    if data.strip().startswith("id|"):  # basic search's one table has no heading: sources
+        data = f"-----Sources-----\n{data.strip()}"
+    if "{context_data}" in data or not parse_tables(data):
+        raise RequestRejected("a GraphRAG search prompt whose ---Data tables--- hold no table")
+    return answer_search(data, question)
 
 
 def check_query_prompt(kind: str, prompt: str, json_mode: bool | None) -> None:

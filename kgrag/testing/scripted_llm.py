@@ -7,8 +7,9 @@ It serves ``POST /v1/chat/completions`` and ``POST /v1/embeddings`` in OpenAI's 
   (``prompts.TASK_MARKERS``): the last user message is looked at first (extraction,
   gleaning, claims, summaries, reports, rating, questions), then the system messages (local,
   basic, global map and reduce, DRIFT primer, follow-up and reduce answers, whose user
-  message is the question). Anything else is
-  kind ``unknown`` and gets a short generic answer.
+  message is the question), and Microsoft GraphRAG's own local and basic search prompts
+  (``---Role---`` … ``---Data tables---``: kind ``graphrag_search``, for running GraphRAG on
+  an export). Anything else is kind ``unknown`` and is refused with a 400.
 - **Strictness.** 400 with an OpenAI error body when an extraction prompt lacks its entity
   types, the three delimiters, a worked example or the chunk text, when a gleaning turn is
   not preceded by the earlier answer as an assistant message, or when a DRIFT prompt lacks

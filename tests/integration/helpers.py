@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from core.lag import pipeline_lag
 from core.settings import Settings
+from graph.snapshot_model import Snapshot
 from tests.conftest import settings_env
 
 
@@ -407,3 +408,45 @@ def running_worker(settings: Settings, log_dir: Path) -> Iterator[WorkerProcess]
     finally:
         worker.stop()
         asyncio.run(delete_namespace_topics(settings))
+
+
+def complete_llm_version(settings: Settings, wanted: set[str]) -> Snapshot | None:
+    """The latest version once a run wrote it with every wanted document, LLM reports for
+    every community and every article's changes folded in, and Weaviate holds a vector for
+    each of its entities, text units and reports; else None."""
+    from core.graph_tables import open_graph_store
+    from core.lag import reflects_everything
+    from core.snapshot_store import SnapshotStoreError
+
+    try:
+        snap = open_graph_store(settings).load()
+    except SnapshotStoreError:
+        return None
+    if snap.meta.kind != "run" or not wanted <= {d.id for d in snap.documents}:
+        return None
+    if any(r.mode != "llm" for r in snap.community_reports):
+        return None
+    if len(snap.community_reports) != len(snap.communities):
+        return None
+    if not asyncio.run(reflects_everything(settings, snap.meta.consumed_offsets)):
+        return None
+    for kind, rows in (("entity", snap.entities), ("text_unit", snap.text_units),
+                       ("report", snap.community_reports)):  # fmt: skip
+        if not {r.id for r in rows} <= set(vector_keys(settings, kind)):
+            return None
+    return snap
+
+
+def wait_complete_llm_version(
+    settings: Settings, wanted: set[str], worker: WorkerProcess, timeout_s: float
+) -> Snapshot:
+    """``complete_llm_version`` once it is there; fails with the worker's log after
+    ``timeout_s`` or when the worker exits."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert worker.proc is not None and worker.proc.poll() is None, worker.log_tail()
+        snap = complete_llm_version(settings, wanted)
+        if snap is not None:
+            return snap
+        time.sleep(2)
+    raise AssertionError(f"no complete version in {timeout_s:.0f}s\n{worker.log_tail(60)}")

@@ -1,4 +1,11 @@
-"""The GraphRAG export is read by Microsoft GraphRAG's own loaders.
+"""The GraphRAG export is read, and searched, by Microsoft GraphRAG itself.
+
+The search test builds its graph through the real pipeline: the sample news published to real
+Kafka, a real worker in LLM mode against the scripted OpenAI-compatible server (chat and
+embeddings), vectors in real Weaviate, then ``kgrag export`` as a user runs it. GraphRAG's own
+``local_search`` and ``basic_search`` (``graphrag.api``) then answer from the exported tables
+and LanceDB vectors, with the same scripted server as their model, configured by a
+``settings.yaml`` written from what the export printed.
 
 GraphRAG is installed from PyPI into its own virtual environment (it pins pandas, numpy and
 friends that must not leak into the project's), cached under
@@ -12,21 +19,27 @@ then says what pip said.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
+import math
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from core.publish import publish
+from core.settings import EmbeddingSettings, LLMSettings, Settings
 from graph.snapshot_model import (
     Snapshot,
     SnapshotClaim,
@@ -38,7 +51,12 @@ from graph.snapshot_model import (
     SnapshotReport,
     SnapshotTextUnit,
 )
-from kgrag.export import export_graphrag
+from kgrag.export import ExportError, export_graphrag, read_vectors, write_vectors
+from kgrag.testing.scripted_answers import embed_text
+from kgrag.testing.scripted_llm import ScriptedLLMServer
+from streams.admin import delete_namespace_topics, ensure_topics
+from tests.conftest import make_settings, settings_env
+from tests.integration.helpers import TunedWorker, wait_complete_llm_version
 
 GRAPHRAG_VERSION = os.environ.get("KGRAG_GRAPHRAG_VERSION", "3.3.0")
 VENV_CACHE = Path(
@@ -228,6 +246,53 @@ class TestParquetShape:
         assert len(set(titles)) == len(titles) == 4
 
 
+class TestVectors:
+    def vectors(self, dim: int = 8) -> dict[str, dict[str, list[float]]]:
+        s = build_snapshot()
+        return {
+            "entity": {e.id: embed_text(e.title, dim) for e in s.entities[1:]},  # one missing
+            "text_unit": {**{u.id: embed_text(u.text, dim) for u in s.text_units},
+                          "tu-gone": embed_text("a deleted unit", dim)},
+            "report": {r.id: embed_text(r.summary, dim) for r in s.community_reports},
+        }  # fmt: skip
+
+    def test_one_table_per_graphrag_embedding_holding_the_snapshots_rows(
+        self, tmp_path: Path
+    ) -> None:
+        import lancedb
+
+        snap = build_snapshot()
+        written = write_vectors(snap, self.vectors(), tmp_path)
+        assert written.dimension == 8
+        assert written.written == {"entity_description": 4, "text_unit_text": 3,
+                                   "community_full_content": 4}  # fmt: skip
+        assert written.missing == {"entity_description": 1, "text_unit_text": 0,
+                                   "community_full_content": 0}  # fmt: skip
+        db = lancedb.connect(str(tmp_path / "lancedb"))
+        units = db.open_table("text_unit_text").to_arrow()
+        assert sorted(units.column("id").to_pylist()) == ["tu-1", "tu-2", "tu-3"]  # not tu-gone
+        assert units.schema.field("vector").type == pa.list_(pa.float32(), 8)
+        # a second export replaces the tables
+        again = write_vectors(snap, {"entity": {}, "text_unit": {}, "report": {}}, tmp_path)
+        assert again.written == dict.fromkeys(written.written, 0)
+        assert db.open_table("text_unit_text").count_rows() == 0
+
+    def test_vectors_of_two_sizes_are_refused(self, tmp_path: Path) -> None:
+        mixed = self.vectors()
+        mixed["report"] = {"c-0": embed_text("x", 16)}
+        with pytest.raises(ExportError, match="different dimensions"):
+            write_vectors(build_snapshot(), mixed, tmp_path)
+
+    def test_weaviate_down_says_what_to_do(self, tmp_path: Path) -> None:
+        from tests.conftest import make_settings
+
+        endpoints = {"kafka.bootstrap_servers": "127.0.0.1:1", "weaviate.url":
+                     "http://127.0.0.1:1", "weaviate.grpc_port": 2}  # fmt: skip
+        settings = make_settings(endpoints, "nowhere", tmp_path)
+        with pytest.raises(ExportError, match=r"kgrag services up.*--no-vectors"):
+            asyncio.run(read_vectors(settings))
+
+
 def _fields(obj: object) -> dict[str, object]:
     return {name: getattr(obj, name) for name in obj.__dataclass_fields__}  # type: ignore[attr-defined]
 
@@ -351,3 +416,250 @@ def test_graphrag_loaders_read_every_table(graphrag_python: Path, tmp_path: Path
     # GraphRAG's adapter reads the claim type (our `type`) into Covariate.covariate_type
     assert got["covariates"]["claim-2"] == ["SAUDI ARABIA", "OUTPUT CUT", "SUSPECTED"]
     assert got["findings"][0]["summary"] == "Yen support finding"
+
+
+# -- GraphRAG's own search on an export of the real pipeline ------------------------------
+
+NEWS = Path(__file__).resolve().parents[2] / "examples" / "news" / "articles.jsonl"
+QUESTION = "Why did the Rotterdam dockworkers strike?"
+
+SEARCH = r"""
+import asyncio, json, sys
+from pathlib import Path
+import pandas as pd
+import graphrag.api as api
+from graphrag.config.load_config import load_config
+
+root, question = Path(sys.argv[1]), sys.argv[2]
+config = load_config(root)
+out = root / "output"
+t = {n: pd.read_parquet(out / f"{n}.parquet") for n in
+     ["entities", "communities", "community_reports", "text_units", "relationships",
+      "covariates"]}
+
+def records(context):
+    return {k: v.to_dict(orient="records") if hasattr(v, "to_dict") else v
+            for k, v in context.items()}
+
+local, local_context = asyncio.run(api.local_search(
+    config=config, entities=t["entities"], communities=t["communities"],
+    community_reports=t["community_reports"], text_units=t["text_units"],
+    relationships=t["relationships"], covariates=t["covariates"], community_level=2,
+    response_type="Multiple Paragraphs", query=question))
+basic, basic_context = asyncio.run(api.basic_search(
+    config=config, text_units=t["text_units"], response_type="Multiple Paragraphs",
+    query=question))
+print(json.dumps({"local": local, "local_context": records(local_context),
+                  "basic": basic, "basic_context": records(basic_context)}, default=str))
+"""
+
+
+@dataclass
+class Exported:
+    settings: Settings
+    llm: ScriptedLLMServer
+    snapshot: Snapshot
+    root: Path  # GraphRAG's project root: settings.yaml and output/
+    printed: str  # what `kgrag export` printed
+
+
+@pytest.fixture(scope="module")
+def exported(
+    service_endpoints: dict[str, object],
+    tmp_path_factory: pytest.TempPathFactory,
+    session_namespace: str,
+) -> Iterator[Exported]:
+    tmp = tmp_path_factory.mktemp("graphrag-pipeline")
+    with ScriptedLLMServer() as llm:
+        settings = make_settings(
+            service_endpoints,
+            f"{session_namespace}-grx",
+            tmp,
+            llm=LLMSettings(base_url=llm.base_url, max_retries=2, timeout_s=30),
+            embeddings=EmbeddingSettings(base_url=llm.base_url),
+        )
+        asyncio.run(ensure_topics(settings))
+        env = {
+            "KGRAG_COMMUNITY__DEBOUNCE_S": "1",
+            "KGRAG_COMMUNITY__MAX_WAIT_S": "10",
+            "KGRAG_EXTRACTION__CLAIMS_ENABLED": "true",  # GraphRAG's covariates, off by default
+        }
+        worker = TunedWorker(settings, tmp / "worker.log", env).start()
+        try:
+            wanted = {json.loads(line)["id"] for line in NEWS.read_text().splitlines() if line}
+            asyncio.run(publish(settings, NEWS))
+            snap = wait_complete_llm_version(settings, wanted, worker, timeout_s=420)
+            root = tmp / "graphrag"
+            run = subprocess.run(
+                [sys.executable, "-m", "kgrag.cli", "export", "--format", "graphrag",
+                 str(root / "output")],
+                env=settings_env(settings), capture_output=True, text=True, timeout=300,
+                check=False,
+            )  # fmt: skip
+            assert run.returncode == 0, run.stderr[-3000:]
+            yield Exported(settings, llm, snap, root, " ".join(run.stdout.split()))
+        finally:
+            worker.stop()
+            asyncio.run(delete_namespace_topics(settings))
+
+
+def test_the_export_holds_every_vector_and_links_claims_to_their_units(
+    exported: Exported,
+) -> None:
+    snap = exported.snapshot
+    out = exported.root / "output"
+    printed = exported.printed
+    assert f"wrote 7 tables of version {snap.meta.version}" in printed
+    assert (
+        f"entity_description {len(snap.entities)}, text_unit_text {len(snap.text_units)}, "
+        f"community_full_content {len(snap.community_reports)}; dimension 1024" in printed
+    )
+    assert "without a vector" not in printed
+    assert f"embed queries with {exported.settings.embeddings.model} at" in printed
+
+    # the vectors, read as GraphRAG's LanceDB store reads them, are Weaviate's
+    import lancedb
+
+    db = lancedb.connect(str(out / "lancedb"))
+    entities = db.open_table("entity_description").to_arrow()
+    assert entities.schema.names == ["id", "vector", "create_date", "update_date"]
+    assert sorted(entities.column("id").to_pylist()) == sorted(e.id for e in snap.entities)
+    in_weaviate = asyncio.run(_vectors(exported.settings, "entity"))
+    for key, vector in zip(entities.column("id").to_pylist(),
+                           entities.column("vector").to_pylist(), strict=True):  # fmt: skip
+        assert len(vector) == 1024 and _cosine(vector, in_weaviate[key]) > 0.9999, key
+    for name, rows in (("text_unit_text", snap.text_units),
+                       ("community_full_content", snap.community_reports)):  # fmt: skip
+        ids = db.open_table(name).to_arrow().column("id").to_pylist()
+        assert sorted(ids) == sorted(r.id for r in rows), name
+
+    # claims name a unit that states them, and each unit lists exactly the claims naming it
+    claims = pq.read_table(out / "covariates.parquet").to_pylist()
+    units = {u["id"]: u for u in pq.read_table(out / "text_units.parquet").to_pylist()}
+    assert claims, "the scripted model extracts claims from the sample news"
+    for c in claims:
+        assert c["text_unit_id"] in units, c
+        assert c["id"] in units[c["text_unit_id"]]["covariate_ids"]
+    listed = {(cid, u) for u, row in units.items() for cid in row["covariate_ids"]}
+    assert {cid for cid, _ in listed} == {c["id"] for c in claims}
+    by_id = {c["id"]: c for c in claims}
+    for cid, unit in listed:  # a unit listing a claim states it: the claim quotes the unit
+        quoted = _words(by_id[cid]["source_text"])
+        assert len(quoted & _words(units[unit]["text"])) >= 0.8 * len(quoted), (cid, unit)
+
+
+@pytest.mark.timeout(INSTALL_TIMEOUT_S + 300)
+def test_graphrag_loaders_read_the_pipelines_export(
+    exported: Exported, graphrag_python: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "load_with_graphrag.py"
+    script.write_text(LOADER)
+    command = [str(graphrag_python), str(script), str(exported.root / "output")]
+    run = subprocess.run(command, capture_output=True, text=True, env=_clean_env(), timeout=300,
+                         check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    snap = exported.snapshot
+    assert got["rows"] == {
+        "entities": len(snap.entities),
+        "relationships": len(snap.relationships),
+        "communities": len(snap.communities),
+        "community_reports": len(snap.community_reports),
+        "text_units": len(snap.text_units),
+        "documents": len(snap.documents),
+        "covariates": len(snap.claims),
+    }
+    assert len(got["reports"]) == len(snap.community_reports)  # none lost in the roll-up
+    assert set(got["entities"]) == {e.id for e in snap.entities}
+    members = {e for c in snap.communities for e in c.entity_ids}
+    # GraphRAG's join gives an entity in no community the community "-1" (as its own does for
+    # entities its clustering left out)
+    clustered = {k for k, e in got["entities"].items() if e["communities"] != ["-1"]}
+    assert clustered == members
+
+
+@pytest.mark.timeout(INSTALL_TIMEOUT_S + 600)
+def test_graphrags_own_local_and_basic_search_answer_from_the_export(
+    exported: Exported, graphrag_python: Path
+) -> None:
+    settings, llm = exported.settings, exported.llm
+    db_uri = re.search(r"vector_store.db_uri: (\S+),", exported.printed)
+    size = re.search(r"vector_store.vector_size: (\d+)", exported.printed)
+    assert db_uri and size, exported.printed
+    model = settings.embeddings.model
+    (exported.root / "settings.yaml").write_text(
+        f"""completion_models:
+  default_completion_model:
+    model_provider: openai
+    model: {settings.llm.model}
+    api_base: {llm.base_url}
+    api_key: scripted
+embedding_models:
+  default_embedding_model:
+    model_provider: openai
+    model: {model}
+    api_base: {llm.base_url}
+    api_key: scripted
+    call_args:
+      dimensions: {size.group(1)}
+vector_store:
+  type: lancedb
+  db_uri: {db_uri.group(1)}
+  vector_size: {size.group(1)}
+"""
+    )
+    script = exported.root / "search_with_graphrag.py"
+    script.write_text(SEARCH)
+    llm.clear_calls()
+    env = {**_clean_env(), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}  # no fetch of its price list
+    command = [str(graphrag_python), str(script), str(exported.root), QUESTION]
+    run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600,
+                         check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-4000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+
+    # GraphRAG asked our model: the question embedded with the export's model, then one
+    # search prompt each, both GraphRAG's own (the scripted model refuses any it cannot read)
+    calls = llm.calls()
+    embedded = [c for c in calls if c.kind == "embeddings"]
+    assert embedded and all(c.model == model and c.input == [QUESTION] for c in embedded)
+    searches = [c for c in calls if c.kind == "graphrag_search"]
+    assert [c.status for c in searches] == [200, 200]
+
+    # local search found its entities through the exported vectors: the entities nearest the
+    # question by the vectors the pipeline wrote are in the context GraphRAG built
+    question = embed_text(QUESTION, int(size.group(1)))
+    snap = exported.snapshot
+    entity_vectors = asyncio.run(_vectors(settings, "entity"))
+    titles = {e.id: e.title for e in snap.entities}
+    nearest = sorted(titles, key=lambda k: -_cosine(question, entity_vectors[k]))[:5]
+    in_context = {row["entity"] for row in got["local_context"]["entities"]}
+    assert {titles[k] for k in nearest} <= in_context, (nearest, in_context)
+    assert any("ROTTERDAM" in t.upper() for t in in_context)
+    assert got["local_context"]["reports"] and got["local_context"]["relationships"]
+    assert "I do not know" not in got["local"] and "[Data:" in got["local"]
+    assert "rotterdam" in got["local"].lower()
+
+    # basic search found its sources through the exported text-unit vectors
+    unit_vectors = asyncio.run(_vectors(settings, "text_unit"))
+    texts = {u.id: u.text for u in snap.text_units}
+    best = sorted(texts, key=lambda k: -_cosine(question, unit_vectors[k]))[:3]
+    sources = {" ".join(row["text"].split()) for row in got["basic_context"]["sources"]}
+    assert {" ".join(texts[k].split()) for k in best} <= sources
+    assert "[Data: Sources (" in got["basic"] and "I do not know" not in got["basic"]
+
+
+async def _vectors(settings: Settings, kind: str) -> dict[str, list[float]]:
+    from core.vector_store import WeaviateStore
+
+    async with WeaviateStore(settings) as store:
+        return await store.vectors(kind)
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    return dot / ((math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))) or 1.0)
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z]+", text.lower()))

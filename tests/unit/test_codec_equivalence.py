@@ -211,8 +211,8 @@ def same_plain_values(a: Any, b: Any) -> None:
 
 # ---- merge records ----------------------------------------------------------------------
 # fields added since the oracle, None in every record the strategies build (old forms lack
-# them and decode to None): a graph change's ``llm_tokens``
-ADDED_FIELDS = {"graph_change": ("llm_tokens",)}
+# them and decode to None): a graph change's ``llm_tokens`` and ``claim_ids``
+ADDED_FIELDS = {"graph_change": ("llm_tokens", "claim_ids")}
 
 
 def without_added_fields(name: str, encoded: dict[str, Any]) -> dict[str, Any]:
