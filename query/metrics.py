@@ -101,6 +101,22 @@ class QueryMetrics:
         self.entities_indexed = Gauge(
             "kgrag_entities_indexed", "Entities in the snapshot being served", registry=reg
         )
+        self.ingest_tokens = Gauge(
+            "kgrag_ingest_llm_tokens",
+            "Tokens extracting the served snapshot's documents spent (kind: prompt, completion)",
+            ["kind"],
+            registry=reg,
+        )
+        self.ingest_cost = Gauge(
+            "kgrag_ingest_llm_cost_usd",
+            "What extracting the served snapshot's documents cost at the chat model's price",
+            registry=reg,
+        )
+        self.ingest_cost_per_document = Gauge(
+            "kgrag_ingest_llm_cost_per_document_usd",
+            "kgrag_ingest_llm_cost_usd per document of the served snapshot",
+            registry=reg,
+        )
         self.snapshot_version = Gauge(
             "kgrag_snapshot_version", "Version of the snapshot being served (0: none)", registry=reg
         )

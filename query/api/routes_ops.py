@@ -131,6 +131,11 @@ def _set_snapshot_gauges(metrics: QueryMetrics, index: QueryIndex | None) -> Non
     metrics.documents_indexed.set(len(index.documents))
     metrics.text_units_indexed.set(len(index.text_units))
     metrics.entities_indexed.set(len(index.entities))
+    meta = index.meta
+    for kind in ("prompt", "completion"):
+        metrics.ingest_tokens.labels(kind).set(meta.ingest_tokens.get(kind, 0))
+    metrics.ingest_cost.set(meta.ingest_cost_usd)
+    metrics.ingest_cost_per_document.set(meta.ingest_cost_usd / max(len(index.documents), 1))
 
 
 async def kafka_reachable(settings: Settings, timeout_s: float = 2.0) -> tuple[bool, str]:

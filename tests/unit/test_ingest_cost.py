@@ -351,3 +351,26 @@ class TestOlderTables:
         assert {d.id for d in store.load(first.meta.version).documents} == {
             d.id for d in first.documents
         }
+
+
+def test_the_query_service_metrics_show_the_served_versions_ingest_cost(tmp_path: Path) -> None:
+    from core.graph_tables import GraphTables
+    from tests.unit.test_query_service import client_for, versioned, world
+
+    snap = versioned(world(), 1)
+    meta = replace(
+        snap.meta, ingest_tokens={"prompt": 9000, "completion": 1000}, ingest_cost_usd=0.02
+    )
+    store = GraphTables(tmp_path / "tables")
+    store.write(replace(snap, meta=meta))
+    with client_for(tmp_path, store) as client:
+        assert client.get("/healthz").status_code == 200  # the gauges follow the served version
+        text = client.get("/metrics").text
+    assert 'kgrag_ingest_llm_tokens{kind="prompt"} 9000.0' in text
+    assert 'kgrag_ingest_llm_tokens{kind="completion"} 1000.0' in text
+    assert "kgrag_ingest_llm_cost_usd 0.02" in text
+    per_doc = [line for line in text.splitlines()
+               if line.startswith("kgrag_ingest_llm_cost_per_document_usd ")]  # fmt: skip
+    assert per_doc and float(per_doc[0].split()[1]) == pytest.approx(
+        0.02 / max(len(snap.documents), 1)
+    )
