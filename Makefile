@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 KGRAG := $(BIN)/kgrag
 
-.PHONY: setup demo test chaos lint typecheck unit integration services-up services-down clean
+.PHONY: setup demo demo-stop browser test chaos lint typecheck unit integration services-up services-down clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=...)")'
@@ -39,7 +39,7 @@ typecheck: setup
 unit: setup
 	$(BIN)/pytest -q -ra tests/unit
 
-integration: services-up
+integration: services-up browser
 	$(BIN)/pytest -q -ra tests/integration
 
 # Soak the exactly-once tests (crash, scale-out, forced rebalances): RUNS repetitions.
@@ -50,9 +50,18 @@ chaos: services-up
 	  $(BIN)/pytest -q -ra tests/integration/test_ingest_robustness.py || exit 1; \
 	done
 
+# The dashboard's browser tests drive Debian's Chromium (Playwright's own browser download
+# is not reachable offline): installed from Debian when missing, as root or with sudo.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium for the dashboard's browser tests"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
+	  else echo "the dashboard tests need Chromium: apt-get install chromium (as root)" >&2; exit 1; fi; \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium; }
+
 # Services up, lint, the layers (import-linter), repeated code (pylint), types, every test,
 # services down (even when something fails).
-test: setup
+test: setup browser
 	$(KGRAG) services up
 	status=0; \
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports \
@@ -61,9 +70,14 @@ test: setup
 	$(KGRAG) services down; \
 	exit $$status
 
-# Services up, a worker, the sample news published and indexed, questions answered.
+# Services up, a worker, the sample news published and indexed, questions answered; the
+# dashboard is left running (its address is printed): `make demo-stop` stops it all.
 demo: setup
 	$(KGRAG) demo
+
+demo-stop: setup
+	$(KGRAG) demo --stop
+	$(KGRAG) services down
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -733,6 +733,20 @@ class GraphTables:
         return top, {k: int(n) for k, n in pairs if n is not None}
 
     @_storage_io
+    def row(
+        self, table: str, row_id: str, as_of: int, columns: Sequence[str]
+    ) -> dict[str, Any] | None:
+        """Some columns of one row as of a version (None: not there), as stored. For what
+        the query service leaves out of its index (``QUERY_OMITS``) and a page shows for one
+        row: a document's text, a community's size history."""
+        rows = self.read_table(table, as_of, columns=["id", *columns])
+        rows = current_rows_with_tombstones(rows.filter(pc.equal(rows.column("id"), row_id)))
+        if rows.num_rows == 0 or rows.column(_DELETED).fill_null(False)[0].as_py():
+            return None
+        found = rows.to_pylist()[0]
+        return {c: found.get(c) for c in columns}
+
+    @_storage_io
     def document_status(self, ids: Iterable[str]) -> dict[str, bool]:
         """Of ``ids``, those the documents table ever held as of the latest version: True
         while a document is there, False once it was deleted (an id never indexed is left

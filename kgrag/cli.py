@@ -376,10 +376,17 @@ def demo(
     question: Annotated[str, typer.Option(help="Question to ask")] = (
         "Why did dockworkers in Rotterdam walk out?"
     ),
+    stop: Annotated[
+        bool, typer.Option("--stop", help="Stop the worker and dashboard a demo left running")
+    ] = False,
 ) -> None:
-    """Services up, a worker, publish the sample news, ask a question."""
-    from kgrag.demo import run_demo
+    """Services up, a worker, publish the sample news, ask questions; leaves the dashboard
+    running (stop it with --stop)."""
+    from kgrag.demo import run_demo, stop_demo
 
+    if stop:
+        stop_demo(_settings(), console)
+        return
     run_demo(_settings(), path, question, console)
 
 

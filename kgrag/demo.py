@@ -5,7 +5,9 @@ and state are removed first, so an earlier run never leaks in), a worker subproc
 community job, the sample articles published, indexed and clustered; then the communities
 and their lineage events, what extracting the articles cost (none offline), a local
 question, a "main themes" global question and a trend question (each with its cost), and the
-emerging communities, printed readably.
+emerging communities, printed readably. It ends by leaving the worker and the query service
+running, and prints the dashboard's address; ``kgrag demo --stop`` (``make demo-stop``) stops
+them, by the process ids it wrote to ``<data_dir>/demo-processes.json``.
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -228,7 +233,9 @@ def run_demo(settings: Settings, path: Path, question: str, console: Console) ->
             stdout=log,
             stderr=subprocess.STDOUT,
             env=_worker_env(settings),
+            start_new_session=True,  # left running for the dashboard: not stopped by Ctrl-C
         )
+    left_running = False
     try:
         started = time.monotonic()
         summary = asyncio.run(publish(settings, path))
@@ -259,10 +266,106 @@ def run_demo(settings: Settings, path: Path, question: str, console: Console) ->
                     return await run_query("basic", question, index, deps, QueryOptions(k=3))
 
             print_answer(asyncio.run(basic()), index, console)
+        _leave_dashboard_running(settings, worker, console)
+        left_running = True
     finally:
-        worker.terminate()
+        if not left_running:
+            _terminate(worker)
+
+
+def _terminate(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _pid_file(settings: Settings) -> Path:
+    return settings.data_dir / "demo-processes.json"
+
+
+def _free_port(host: str, wanted: int) -> int:
+    """``wanted`` when nothing listens there, else a port the system picks."""
+    with socket.socket() as s:
         try:
-            worker.wait(30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
+            s.bind((host, wanted))
+            return wanted
+        except OSError:
+            s.bind((host, 0))
+            return int(s.getsockname()[1])
+
+
+def _leave_dashboard_running(
+    settings: Settings, worker: subprocess.Popen[bytes], console: Console
+) -> None:
+    """Start the query service beside the worker, both left running, and say where the
+    dashboard is and how to stop them."""
+    import httpx  # the demo's last step only
+
+    host = settings.api.host
+    port = _free_port(host, settings.api.port)
+    log_path = settings.data_dir / f"{settings.namespace}-api.log"
+    env = {**_worker_env(settings), "KGRAG_API__HOST": host, "KGRAG_API__PORT": str(port)}
+    with open(log_path, "wb") as log:
+        api = subprocess.Popen(
+            [sys.executable, "-m", "kgrag.cli", "api"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    url = f"http://{host}:{port}/"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}healthz", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if api.poll() is not None or time.monotonic() > deadline:
+            _terminate(worker)
+            raise KgragError(f"the query service did not start; see {log_path}")
+        time.sleep(0.5)
+    _pid_file(settings).write_bytes(orjson.dumps({"worker": worker.pid, "api": api.pid}))
+    # both are meant to outlive this process: not a leak to warn about when it exits
+    warnings.filterwarnings("ignore", "subprocess .* is still running", ResourceWarning)
+    console.rule("dashboard")
+    console.print(f"Open [bold]{url}[/] in a browser: storylines, reports, the graph, questions.")
+    console.print(
+        "The worker and the query service keep running (publish more with "
+        f"`KGRAG_NAMESPACE={settings.namespace} kgrag publish FILE`). Stop them with "
+        "[bold]make demo-stop[/] (`kgrag demo --stop`; then `kgrag services down` for Kafka "
+        "and Weaviate)."
+    )
+
+
+def stop_demo(settings: Settings, console: Console) -> None:
+    """Stop the worker and query service an earlier ``kgrag demo`` left running."""
+    path = _pid_file(settings)
+    if not path.exists():
+        console.print("no demo processes are recorded as running")
+        return
+    for name, pid in orjson.loads(path.read_bytes()).items():
+        if not _is_kgrag(int(pid)):
+            console.print(f"{name} (pid {pid}) is not running")
+            continue
+        os.killpg(int(pid), signal.SIGTERM)  # its own session: the process and its children
+        for _ in range(60):
+            if not _is_kgrag(int(pid)):
+                break
+            time.sleep(0.5)
+        else:
+            os.killpg(int(pid), signal.SIGKILL)
+        console.print(f"stopped the demo's {name} (pid {pid})")
+    path.unlink()
+
+
+def _is_kgrag(pid: int) -> bool:
+    """The pid runs a kgrag command (not a process that reused the number)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"kgrag.cli" in cmdline and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"

@@ -3,7 +3,8 @@
 The only module that knows every part: it builds the shared ``ServiceState``, opens the
 clients in the lifespan (once, closed on shutdown) and starts the snapshot refresher, installs
 the error envelope and the body limit, and mounts the routers, the API key guarding all but
-the probes.
+the probes and the session routes (signing in is how a browser gets past it), and serves the
+dashboard at ``/``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from fastapi import Depends, FastAPI
 from core.graph_tables import GraphTables, open_graph_store
 from core.publish import DocumentPublisher
 from core.settings import Settings
-from query.api import routes_documents, routes_graph, routes_ops, routes_queries
+from query.api import dashboard, routes_documents, routes_graph, routes_ops, routes_queries, session
 from query.api.errors import install_error_handlers
 from query.api.middleware import BodyLimit, api_key_guard
 from query.api.state import IndexHolder, ServiceState
@@ -75,4 +76,6 @@ def create_app(
     app.include_router(routes_graph.routes(state), dependencies=guard)
     app.include_router(routes_documents.routes(state), dependencies=guard)
     app.include_router(routes_ops.routes(state))
+    app.include_router(session.routes(settings))
+    dashboard.mount(app)
     return app

@@ -3,20 +3,20 @@
 ``BodyLimit`` is raw ASGI middleware, because the limit must hold while a chunked body is
 still streaming in, before any route has parsed it. The API key is a FastAPI dependency
 instead, so the OpenAPI page shows it and the app can leave the probes (/healthz, /metrics)
-open by not attaching it to their router.
+open by not attaching it to their router; it also accepts the dashboard's session cookie.
 """
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Awaitable, Callable
 
-from fastapi import Security
+from fastapi import Request, Security
 from fastapi.security import APIKeyHeader
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.settings import Settings
-from query.api.errors import ApiError, error_response
+from query.api.errors import error_response
+from query.api.session import check_request
 
 
 class BodyLimit:
@@ -72,20 +72,12 @@ class BodyLimit:
             await self._reject(scope, receive, send)
 
 
-def api_key_guard(settings: Settings) -> Callable[[str | None], Awaitable[None]]:
-    """A dependency that refuses requests without the configured ``X-API-Key`` (none
-    configured: every request passes)."""
+def api_key_guard(settings: Settings) -> Callable[[Request, str | None], Awaitable[None]]:
+    """A dependency that refuses requests without the configured ``X-API-Key`` or a signed-in
+    session cookie (``query.api.session``; none configured: every request passes)."""
     header = APIKeyHeader(name="X-API-Key", auto_error=False)
 
-    async def guard(key: str | None = Security(header)) -> None:
-        wanted = settings.api.api_key
-        if wanted and not (key and secrets.compare_digest(key.encode(), wanted.encode())):
-            raise ApiError(
-                401,
-                "unauthorized",
-                "a valid API key is required in the X-API-Key header"
-                if key is None
-                else "the X-API-Key header does not hold a valid API key",
-            )
+    async def guard(request: Request, key: str | None = Security(header)) -> None:
+        check_request(settings, request, key)
 
     return guard

@@ -27,6 +27,7 @@ from graph.documents import document_from_obj
 from graph.errors import InvalidDocumentError
 from query.api.errors import ApiError, documented
 from query.api.state import ServiceState
+from query.api.views import document_view
 
 
 class DocumentIn(BaseModel):
@@ -79,6 +80,26 @@ def routes(state: ServiceState) -> APIRouter:
         await send(state.publisher.publish(doc))
         state.metrics.documents_published.inc()
         return {"id": doc.id, "topic": state.publisher.topic, "status": "accepted"}
+
+    @router.get(
+        "/documents/{doc_id:path}",
+        summary="One indexed document: its passages (the cited text units) and its text",
+        responses=documented(404),
+    )
+    async def get_document(doc_id: str) -> Any:
+        index = await state.holder.require()
+        view = document_view(index, doc_id, None)
+        if view is None:
+            raise ApiError(
+                404, "unknown_document", f"no document {doc_id!r} in snapshot {index.version}"
+            )
+        try:
+            stored = await asyncio.to_thread(
+                state.holder.store.row, "documents", doc_id, index.version, ["text"]
+            )
+        except SnapshotStoreError as e:
+            raise ApiError(503, "graph_store_unavailable", str(e)) from e
+        return {**view, "text": stored["text"] if stored else None}
 
     @router.delete(
         "/documents/{doc_id:path}",

@@ -7,11 +7,14 @@ Reads only: each route answers from the one index it read, through ``query.api.v
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
+from core.snapshot_store import SnapshotStoreError
 from graph.documents import has_control_characters
 from graph.lineage import PUBLISHED_KINDS, kinds_shown
 from query.api.errors import ApiError, documented
@@ -23,7 +26,10 @@ from query.api.views import (
     find_community,
     find_entity,
     list_communities,
+    neighbourhood,
+    references,
 )
+from query.lineage_log import community_history
 from query.sse import EVENT_SCHEMA, HEADERS, MEDIA_TYPE, StartAt, community_events
 from query.time_window import parse_time_window
 
@@ -35,6 +41,13 @@ def _printable(ident: str) -> None:
         raise ApiError(
             422, "invalid_id", f"{ident!r} contains control characters; ids are printable text"
         )
+
+
+def _pairs(value: Any) -> list[list[int]]:
+    """A stored (version, size) history: a JSON text in the table, or a list."""
+    if isinstance(value, (str, bytes)):
+        value = orjson.loads(value) if value else []
+    return [[int(v), int(n)] for v, n in value or ()]
 
 
 def routes(state: ServiceState) -> APIRouter:
@@ -63,6 +76,9 @@ def routes(state: ServiceState) -> APIRouter:
             description="With sort=emerging: one row per storyline (its levels and nested "
             "communities folded into it); false lists every community",
         ),
+        timeline: bool = Query(
+            False, description="Each row with its mentions per day of document time"
+        ),
     ) -> Any:
         index = await state.holder.require()
 
@@ -71,6 +87,10 @@ def routes(state: ServiceState) -> APIRouter:
             rows = list_communities(
                 index, level=level, window=window, sort=sort, limit=limit, fold=fold
             )
+            if timeline:
+                for row in rows:
+                    daily = index.community_daily.get(row["community"], ())
+                    row["timeline"] = [(d.isoformat(), n) for d, n in daily]
             return {
                 "communities": rows,
                 "window": window.as_dict(),
@@ -89,6 +109,100 @@ def routes(state: ServiceState) -> APIRouter:
                 404, "unknown_community", f"no community {ident!r} in snapshot {index.version}"
             )
         return community_view(index, c)
+
+    @router.get(
+        "/communities/{ident}/history",
+        summary="A community's lineage: emerged, grew, split, merged, report updated, headlines",
+        description="Read back from the community-events topic, oldest first; `partial` is "
+        "true when the topic was too long to read within the time allowed, and `events` then "
+        "holds what was read. `size_history` is the community's size per graph version.",
+    )
+    async def get_history(ident: str) -> Any:
+        _printable(ident)
+        index = await state.holder.require()
+        c = find_community(index, ident)
+        if c is None:
+            raise ApiError(
+                404, "unknown_community", f"no community {ident!r} in snapshot {index.version}"
+            )
+        try:
+            stored = await asyncio.to_thread(
+                state.holder.store.row, "communities", c.id, index.version, ["size_history"]
+            )
+        except SnapshotStoreError as e:
+            raise ApiError(503, "graph_store_unavailable", str(e)) from e
+        sizes = _pairs((stored or {}).get("size_history"))
+        try:
+            born = sizes[0][0] if sizes else None
+            events, partial = await community_history(state.settings, c.id, born_in=born)
+        except Exception as e:
+            raise ApiError(503, "kafka_unavailable", f"Kafka is not reachable: {e}") from e
+        report = index.reports.get(c.community)
+        return {
+            "id": c.id,
+            "community": c.community,
+            "events": events,
+            "partial": partial,
+            "size_history": sizes,
+            "report_generated_in": report.generated_in if report else None,
+            "snapshot_version": index.version,
+        }
+
+    @router.get(
+        "/graph",
+        summary="The neighbourhood of an entity or the members of a community, for drawing",
+        description="Nodes (entities, each with its finest community) and the relationships "
+        "among them. `entity`: the entity and its strongest neighbours; `community`: its "
+        "members (the most connected first) and their neighbours, up to `limit` nodes.",
+    )
+    async def get_graph(
+        entity: str | None = Query(None, description="Entity key or human-readable id"),
+        community: str | None = Query(None, description="Community number or id"),
+        limit: int = Query(120, ge=1, le=500),
+    ) -> Any:
+        if (entity is None) == (community is None):
+            raise ApiError(422, "invalid_request", "give exactly one of entity or community")
+        _printable(entity or community or "")
+        index = await state.holder.require()
+        if entity is not None:
+            e = find_entity(index, entity)
+            if e is None:
+                raise ApiError(
+                    404, "unknown_entity", f"no entity {entity!r} in snapshot {index.version}"
+                )
+            return neighbourhood(index, [e.id], limit=limit)
+        c = find_community(index, community or "")
+        if c is None:
+            raise ApiError(
+                404, "unknown_community", f"no community {community!r} in snapshot {index.version}"
+            )
+        members = sorted(c.entity_ids, key=lambda k: (-index.degree(k), k))
+        return neighbourhood(index, members[:limit], limit=limit)
+
+    @router.get(
+        "/references",
+        summary="The records behind citations: [Data: Sources (3, 7); Entities (12)]",
+        description="Each parameter is a comma-separated list of the ids a citation names in "
+        "that dataset; the answer lists the records found (unknown ids are left out).",
+    )
+    async def get_references(
+        sources: str = "", entities: str = "", relationships: str = "", claims: str = "",
+        reports: str = "",
+    ) -> Any:  # fmt: skip
+        index = await state.holder.require()
+        asked = {"Sources": sources, "Entities": entities, "Relationships": relationships,
+                 "Claims": claims, "Reports": reports}  # fmt: skip
+        cited: dict[str, list[int]] = {}
+        for dataset, text in asked.items():
+            parts = [p.strip() for p in text.split(",") if p.strip()]
+            bad = [p for p in parts if not (p.isascii() and p.isdigit())]
+            if bad:
+                raise ApiError(
+                    422, "invalid_id", f"{dataset.lower()}: {bad[0]!r} is not a record id (digits)"
+                )
+            if parts:
+                cited[dataset] = [int(p) for p in parts[:100]]
+        return {"references": references(index, cited), "snapshot_version": index.version}
 
     @router.get(
         "/events",

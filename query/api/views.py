@@ -259,3 +259,69 @@ def snapshot_info(index: QueryIndex) -> dict[str, Any]:
             "reports": len(index.reports),
         },
     }
+
+
+def neighbourhood(index: QueryIndex, center: list[str], *, limit: int = 120) -> dict[str, Any]:
+    """The graph around ``center`` (entity keys) for drawing: those entities, then their
+    neighbours by the weight of the relationship that reaches them, up to ``limit`` nodes,
+    and every relationship among the nodes. Each node names its finest community."""
+    chosen = [k for k in dict.fromkeys(center) if k in index.entities][:limit]
+    taken = set(chosen)
+    reach: dict[str, float] = {}
+    for key in chosen:
+        for rid in index.relationships_by_entity.get(key, ()):
+            a, b = index.relationship_ends[rid]
+            other = b if a == key else a
+            if other not in taken and other in index.entities:
+                reach[other] = max(reach.get(other, 0.0), index.relationships[rid].weight)
+    for key in sorted(reach, key=lambda k: (-reach[k], -index.degree(k), k)):
+        if len(chosen) >= limit:
+            break
+        chosen.append(key)
+        taken.add(key)
+    edges: dict[str, dict[str, Any]] = {}
+    for key in chosen:
+        for rid in index.relationships_by_entity.get(key, ()):
+            a, b = index.relationship_ends[rid]
+            if a in taken and b in taken and rid not in edges:
+                r = index.relationships[rid]
+                edges[rid] = {"id": r.human_readable_id, "source": a, "target": b,
+                              "weight": r.weight}  # fmt: skip
+    nodes = []
+    for key in chosen:
+        e = index.entities[key]
+        levels = index.entity_communities.get(key, {})
+        nodes.append(
+            {
+                "key": key,
+                "id": e.human_readable_id,
+                "title": e.title,
+                "type": e.type,
+                "degree": index.degree(key),
+                "community": levels[max(levels)] if levels else None,
+                "center": key in center,
+            }
+        )
+    return {"nodes": nodes, "edges": list(edges.values()), "snapshot_version": index.version}
+
+
+def document_view(
+    index: QueryIndex, doc_id: str, stored: dict[str, str] | None
+) -> dict[str, Any] | None:
+    """A document with its passages (the text units answers cite, by their ids) and, when
+    the tables still hold it, its whole text; None when the index knows neither."""
+    doc = index.documents.get(doc_id)
+    units = sorted(
+        (index.full(index.text_units[u]) for u in index.text_units_by_document.get(doc_id, ())),
+        key=lambda u: u.human_readable_id,
+    )
+    if doc is None and not units:
+        return None
+    return {
+        "id": doc_id,
+        "title": doc.title if doc else units[0].title,
+        "published_at": doc.creation_date if doc else units[0].published_at,
+        "text": stored["text"] if stored else None,
+        "passages": [{"id": u.human_readable_id, "chunk_id": u.id, "text": u.text} for u in units],
+        "snapshot_version": index.version,
+    }
