@@ -17,6 +17,7 @@ from fastapi.responses import StreamingResponse
 from core.snapshot_store import SnapshotStoreError
 from graph.documents import has_control_characters
 from graph.lineage import PUBLISHED_KINDS, kinds_shown
+from graph.snapshot_model import SnapshotCommunity, SnapshotEntity
 from query.api.errors import ApiError, documented
 from query.api.state import ServiceState
 from query.api.views import (
@@ -29,6 +30,7 @@ from query.api.views import (
     neighbourhood,
     references,
 )
+from query.index import QueryIndex
 from query.lineage_log import community_history
 from query.sse import EVENT_SCHEMA, HEADERS, MEDIA_TYPE, StartAt, community_events
 from query.time_window import parse_time_window
@@ -41,6 +43,22 @@ def _printable(ident: str) -> None:
         raise ApiError(
             422, "invalid_id", f"{ident!r} contains control characters; ids are printable text"
         )
+
+
+def _entity(index: QueryIndex, ident: str) -> SnapshotEntity:
+    e = find_entity(index, ident)
+    if e is None:
+        raise ApiError(404, "unknown_entity", f"no entity {ident!r} in snapshot {index.version}")
+    return e
+
+
+def _community(index: QueryIndex, ident: str) -> SnapshotCommunity:
+    c = find_community(index, ident)
+    if c is None:
+        raise ApiError(
+            404, "unknown_community", f"no community {ident!r} in snapshot {index.version}"
+        )
+    return c
 
 
 def _pairs(value: Any) -> list[list[int]]:
@@ -57,12 +75,7 @@ def routes(state: ServiceState) -> APIRouter:
     async def get_entity(ident: str) -> Any:
         _printable(ident)
         index = await state.holder.require()
-        e = find_entity(index, ident)
-        if e is None:
-            raise ApiError(
-                404, "unknown_entity", f"no entity {ident!r} in snapshot {index.version}"
-            )
-        return entity_view(index, e)
+        return entity_view(index, _entity(index, ident))
 
     @router.get("/communities", summary="Communities, by emerging score in a window")
     async def get_communities(
@@ -103,12 +116,7 @@ def routes(state: ServiceState) -> APIRouter:
     async def get_community(ident: str) -> Any:
         _printable(ident)
         index = await state.holder.require()
-        c = find_community(index, ident)
-        if c is None:
-            raise ApiError(
-                404, "unknown_community", f"no community {ident!r} in snapshot {index.version}"
-            )
-        return community_view(index, c)
+        return community_view(index, _community(index, ident))
 
     @router.get(
         "/communities/{ident}/history",
@@ -120,11 +128,7 @@ def routes(state: ServiceState) -> APIRouter:
     async def get_history(ident: str) -> Any:
         _printable(ident)
         index = await state.holder.require()
-        c = find_community(index, ident)
-        if c is None:
-            raise ApiError(
-                404, "unknown_community", f"no community {ident!r} in snapshot {index.version}"
-            )
+        c = _community(index, ident)
         try:
             stored = await asyncio.to_thread(
                 state.holder.store.row, "communities", c.id, index.version, ["size_history"]
@@ -165,17 +169,8 @@ def routes(state: ServiceState) -> APIRouter:
         _printable(entity or community or "")
         index = await state.holder.require()
         if entity is not None:
-            e = find_entity(index, entity)
-            if e is None:
-                raise ApiError(
-                    404, "unknown_entity", f"no entity {entity!r} in snapshot {index.version}"
-                )
-            return neighbourhood(index, [e.id], limit=limit)
-        c = find_community(index, community or "")
-        if c is None:
-            raise ApiError(
-                404, "unknown_community", f"no community {community!r} in snapshot {index.version}"
-            )
+            return neighbourhood(index, [_entity(index, entity).id], limit=limit)
+        c = _community(index, community or "")
         members = sorted(c.entity_ids, key=lambda k: (-index.degree(k), k))
         return neighbourhood(index, members[:limit], limit=limit)
 
