@@ -221,6 +221,8 @@ def write_vectors(
     """Write ``vectors`` (kind -> key -> vector, as ``WeaviateStore.vectors`` reads them) for
     the snapshot's rows as GraphRAG's LanceDB tables under ``out_dir/lancedb``, replacing
     tables an earlier export left there. Rows without a vector are counted, not written."""
+    # lance logs a warning for every table it creates rather than replaces: not news here
+    os.environ.setdefault("LANCEDB_LOG", "error")
     try:
         import lancedb  # optional (160 MB): only an export with vectors needs it
     except ImportError as err:
