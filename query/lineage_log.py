@@ -15,10 +15,10 @@ import asyncio
 import time
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
 from core.settings import Settings
-from query.sse import decode_event
+from query.sse import decode_event, start_reader
 
 
 def names(payload: dict[str, Any], community_id: str, born_in: int | None = None) -> bool:
@@ -46,10 +46,7 @@ async def community_history(
     the read stopped before the topic's end. ``born_in``: the graph version the community
     first appeared in (its size history's first), to find it in a ``bootstrap`` event."""
     topic = settings.topic("community_events")
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False, group_id=None
-    )
-    await consumer.start()
+    consumer = await start_reader(settings)
     found: list[tuple[float, int, int, dict[str, Any]]] = []
     try:
         parts = [TopicPartition(topic, p) for p in range(settings.kafka.partitions)]

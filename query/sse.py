@@ -90,6 +90,20 @@ class CommunityEvent:
     payload: dict[str, Any]  # at least "kind", "community_id", "level", "title", "size", ...
 
 
+async def start_reader(settings: Settings) -> AIOKafkaConsumer:
+    """A started consumer outside any group (it assigns partitions itself); one that could not
+    start is closed before the error goes on, or it warns when collected."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False, group_id=None
+    )
+    try:
+        await consumer.start()
+    except BaseException:
+        await consumer.stop()
+        raise
+    return consumer
+
+
 async def event_feed(
     settings: Settings, *, start: StartAt = "latest", poll_s: float = 1.0
 ) -> AsyncGenerator[list[CommunityEvent], None]:
@@ -97,12 +111,7 @@ async def event_feed(
     start offsets are fixed ("ready"); later batches are empty when nothing arrived within
     ``poll_s``, so a reader can send keep-alives or notice it should stop."""
     topic = settings.topic("community_events")
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka.bootstrap_servers,
-        enable_auto_commit=False,
-        group_id=None,
-    )
-    await consumer.start()
+    consumer = await start_reader(settings)
     try:
         parts = [TopicPartition(topic, p) for p in range(settings.kafka.partitions)]
         consumer.assign(parts)

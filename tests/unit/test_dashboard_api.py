@@ -3,6 +3,7 @@ pages and their security headers, and the routes it reads (references, graph, do
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,6 +154,17 @@ class TestRoutes:
         assert all(isinstance(r["timeline"], list) for r in rows.json()["communities"])
         plain = browser.get("/v1/communities", params={"sort": "size"}).json()["communities"]
         assert "timeline" not in plain[0]
+
+    def test_a_history_without_kafka_is_a_503_that_leaves_nothing_open(
+        self, browser: TestClient
+    ) -> None:
+        signed_in(browser)
+        c = browser.get("/v1/communities", params={"sort": "size"}).json()["communities"][0]
+        r = browser.get(f"/v1/communities/{c['id']}/history")
+        assert r.status_code == 503 and error(r)["code"] == "kafka_unavailable"
+        gc.collect()  # an unclosed consumer would warn here, and warnings are errors
+        r = browser.get("/v1/communities/no-such-community/history")
+        assert r.status_code == 404 and error(r)["code"] == "unknown_community"
 
     def test_a_document_with_its_passages_and_text(self, browser: TestClient) -> None:
         signed_in(browser)
