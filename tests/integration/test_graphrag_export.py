@@ -491,8 +491,10 @@ def exported(
             snap = wait_complete_llm_version(settings, wanted, worker, timeout_s=420)
             root = tmp / "graphrag"
             run = subprocess.run(
+                # the version waited for: the job may write another after it (a retry, a
+                # report brought up to date), which the test's expectations do not know
                 [sys.executable, "-m", "kgrag.cli", "export", "--format", "graphrag",
-                 str(root / "output")],
+                 "--version", str(snap.meta.version), str(root / "output")],
                 env=settings_env(settings), capture_output=True, text=True, timeout=300,
                 check=False,
             )  # fmt: skip
