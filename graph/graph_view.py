@@ -102,6 +102,9 @@ class GraphView:
     # text unit -> (prompt, completion) tokens its extraction spent; units that spent none
     # are left out (see ``_spent``)
     unit_tokens: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False, repr=False)
+    # ``ingest_tokens`` kept up to date as records fold (None: not known, summed when asked),
+    # so a commit does not add up every document's units again
+    ingest_total: tuple[int, int] | None = field(default=(0, 0), compare=False, repr=False)
 
     def take_removed(self) -> RemovedKeys | None:
         """The rows deleted since the last call (None: not known), and start afresh."""
@@ -125,6 +128,7 @@ class GraphView:
                 self.unit_relationships.setdefault(u, set()).add(key)
         for unit in self.text_units.values():
             self.document_units.setdefault(unit.document_id, set()).add(unit.id)
+        self.ingest_total = None  # summed again from the rebuilt maps when asked
         self.fresh = FreshKeys()
 
     def take_touched(self) -> Touched | None:
@@ -148,13 +152,16 @@ class GraphView:
         fresh, removed = self.fresh, getattr(self, "removed", None)
         if isinstance(change, dict):
             doc_id = str(change["id"])
+            before = self._document_share(doc_id)
             self.documents[doc_id] = change
+            self._count(self._document_share(doc_id), before)
             fresh.documents.add(doc_id)
             if removed is not None:
                 removed.documents.discard(doc_id)
             return
         if isinstance(change, DocumentRemoved):
             # its text units go with their own retractions, which may come before or after
+            self._count((0, 0), self._document_share(change.document_id))
             if self.documents.pop(change.document_id, None) is not None and removed is not None:
                 removed.documents.add(change.document_id)
             if not self.document_units.get(change.document_id, True):
@@ -162,9 +169,11 @@ class GraphView:
             return
         self._touch(change)
         if change.text_unit is not None:
+            before = self._share(change.chunk_id, change.document_id)
             self.text_units[change.chunk_id] = change.text_unit
             self._spent(change.chunk_id, change.llm_tokens)
             self.document_units.setdefault(change.document_id, set()).add(change.chunk_id)
+            self._count(self._share(change.chunk_id, change.document_id), before)
             fresh.text_units.add(change.chunk_id)
             if removed is not None:
                 removed.text_units.discard(change.chunk_id)
@@ -177,16 +186,19 @@ class GraphView:
             or change.claims
             or change.deleted_claims
         ):
+            held = self.text_units.get(change.chunk_id)
+            doc = held.document_id if held is not None else change.document_id
+            before = self._share(change.chunk_id, doc)
             gone = self.text_units.pop(change.chunk_id, None)
             self.unit_tokens.pop(change.chunk_id, None)
             if removed is not None and gone is not None:
                 removed.text_units.add(change.chunk_id)
-            doc = gone.document_id if gone is not None else change.document_id
             units = self.document_units.get(doc)
             if units is not None:
                 units.discard(change.chunk_id)
                 if not units and doc not in self.documents:
                     del self.document_units[doc]  # a deleted document's last text unit
+            self._count((0, 0), before)
             fresh.text_units.add(change.chunk_id)
             fresh.documents.add(doc)
         self._rows(
@@ -282,9 +294,29 @@ class GraphView:
 
     def ingest_tokens(self) -> tuple[int, int]:
         """(prompt, completion) tokens the extraction of every document's live text units
-        spent: the sum of ``document_tokens`` over the documents."""
-        spent = [self.document_tokens(d) for d in self.documents]
-        return sum(p for p, _ in spent), sum(c for _, c in spent)
+        spent: the sum of ``document_tokens`` over the documents (kept as records fold)."""
+        total = getattr(self, "ingest_total", None)
+        if total is None:
+            spent = [self.document_tokens(d) for d in self.documents]
+            total = self.ingest_total = (sum(p for p, _ in spent), sum(c for _, c in spent))
+        return total
+
+    def _share(self, unit_id: str, doc_id: str) -> tuple[int, int]:
+        """What the unit adds to ``ingest_tokens``: its tokens while its document is here."""
+        if doc_id in self.documents and unit_id in self.document_units.get(doc_id, ()):
+            return self.unit_tokens.get(unit_id, (0, 0))
+        return (0, 0)
+
+    def _document_share(self, doc_id: str) -> tuple[int, int]:
+        return self.document_tokens(doc_id) if doc_id in self.documents else (0, 0)
+
+    def _count(self, after: tuple[int, int], before: tuple[int, int]) -> None:
+        total = getattr(self, "ingest_total", None)
+        if total is not None and after != before:
+            self.ingest_total = (
+                total[0] + after[0] - before[0],
+                total[1] + after[1] - before[1],
+            )
 
     def _touch(self, change: GraphChange) -> None:
         touched = getattr(self, "touched", None)

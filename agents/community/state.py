@@ -89,6 +89,9 @@ def upgrade_state(state: JobState) -> JobState:
         state.view.claim_units, state.view.unit_claims = {}, {}
     if "unit_tokens" not in vars(state.view):
         state.view.unit_tokens = {}  # what units folded before were extracted for is not known
+        state.view.ingest_total = None  # summed from the units when first asked
+    if "ingest_total" not in vars(state.view):
+        state.view.ingest_total = None
     if "removed" not in vars(state.view):
         state.view.removed = None  # not known: the next run compares every row
     elif state.view.removed is not None and "documents" not in vars(state.view.removed):

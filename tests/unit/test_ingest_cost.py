@@ -374,3 +374,32 @@ def test_the_query_service_metrics_show_the_served_versions_ingest_cost(tmp_path
     assert per_doc and float(per_doc[0].split()[1]) == pytest.approx(
         0.02 / max(len(snap.documents), 1)
     )
+
+
+def test_the_running_ingest_total_equals_the_sum_over_documents_whatever_the_order() -> None:
+    """``GraphView.ingest_tokens`` is kept as records fold, not summed per commit: after any
+    sequence of documents, units (with and without tokens, redelivered), retractions and
+    removals it equals the sum of ``document_tokens`` over the documents."""
+    import random
+
+    rng = random.Random(11)
+    for trial in range(60):
+        view = GraphView()
+        for _ in range(40):
+            doc = f"d{rng.randrange(4)}"
+            unit = f"{doc}-u{rng.randrange(3)}"
+            move = rng.randrange(5)
+            if move == 0:
+                view.apply({"id": doc, "title": doc, "text": "t", "published_at": "1987-03-02"})
+            elif move == 1:
+                view.apply(DocumentRemoved(doc))
+            elif move == 2:
+                view.apply(text_unit_retracted(unit, doc))
+            else:
+                chunk = Chunk(unit, doc, doc, "1987-03-02T09:00:00Z", 0, "text", 3)
+                tokens = rng.choice([(0, 0), (100, 20), (250, 40)])
+                view.apply(replace(text_unit_added(ChunkExtraction(chunk, (), ())),
+                                   llm_tokens=tokens if any(tokens) else None))  # fmt: skip
+            summed = [view.document_tokens(d) for d in view.documents]
+            expected = (sum(p for p, _ in summed), sum(c for _, c in summed))
+            assert view.ingest_tokens() == expected, trial
