@@ -164,7 +164,9 @@ async def extract_chunk(
     each turn asked at most ``attempts`` times while its answer is garbage."""
     if attempts < 1:
         raise ValueError(f"attempts must be at least 1, got {attempts}")
-    meter = TokenMeter(llm)  # every call below goes through it
+    # every call below goes through one meter: the caller's, when it keeps one (to count a
+    # failed extraction's calls too), else a new one
+    meter = llm if isinstance(llm, TokenMeter) else TokenMeter(llm)
     text = sanitize_input_text(chunk.text)
     answers = await _gleaning_conversation(chunk.id, meter, prompts, text, max_gleanings, attempts)
     graph = parse_graph_outputs(answers, chunk.id)
