@@ -1,12 +1,13 @@
 """What a small change costs the community job as the graph grows: the run's wall time, the
 nodes re-clustered, the reports regenerated and the lineage events, against a full rerun.
 
-Usage: ``.venv/bin/python bench/change_cost.py [--large] [--drift-steps 20]``
+Usage: ``.venv/bin/python bench/change_cost.py [--full] [--drift-steps 20]``
 
 In process and offline (the offline extractor, the merge rules and the offline writers, no
 vectors), as ``bench/incremental.py`` does, on the corpus of ``bench/synthetic.py``: the dev
 articles of ``../shared/data/reuters-1987-dev.jsonl`` first, then renamed copies of them. The
-default run covers 2,000 and 8,000 articles; ``--large`` adds a ~100,000-article corpus.
+quick run covers 2,000 articles; ``--full`` covers 2,000, 8,000 and ~100,000 articles, with
+``--drift-steps`` (20) consecutive +1% runs on the 8,000.
 
 Each corpus runs in its own process, so ``peak_rss_mib`` is that corpus's: folding, its runs,
 its full rerun, and the benchmark's own copies of the warm state (up to four at a time), so it
@@ -17,7 +18,7 @@ nothing. From the warm state, runs for **+40 articles** and for **+1%**, each a 
 
 - ``run_s``: the run's wall time without the snapshot phase (assembling and writing the
   output tables, which the versioned-tables issue replaces), the median of ``--repeat``
-  runs from fresh copies of the warm state (``run_s_tries``); ``phases`` has every phase;
+  runs from fresh copies of the warm state, with min and max; ``phases`` has every phase;
 - ``nodes_reclustered``: the nodes on the frontier, free to move in re-clustering;
 - ``reports_regenerated`` of ``reports_total``, ``planned`` (communities whose report
   decision the run revisited), ``events`` by kind.
@@ -26,7 +27,8 @@ Per corpus ``full_rerun_s`` and ``full_rerun_reports``: a fresh job on the +1% g
 8,000-article corpus, ``drift``: that many consecutive +1% runs, each with the maintained
 level-0 modularity against a from-scratch ``hierarchical_leiden`` on the same graph, and
 whether the job re-balanced in that run (``community.drift_check_every``,
-``community.rebalance_gap``). Writes ``bench/results/change_cost.json`` with ``targets``.
+``community.rebalance_gap``). Writes its run into ``bench/results/change_cost.json``
+(``bench.record``); targets are judged on the full run.
 """
 
 from __future__ import annotations
@@ -49,26 +51,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.community.runner import Runner
 from bench.incremental import DATA, Folder, load_documents, settings_for
-from bench.results_io import (
-    CLUSTERING_MACHINE,
-    RESULTS,
-    ROOT,
-    machine,
-    now_iso,
-    print_targets,
-    write_result,
-)
+from bench.record import Target, mode_argument, ratio, record, timing
+from bench.results_io import ROOT
 from bench.synthetic import Corpus
 from bench.warm_state import Warm
+from core.children import die_with_parent
 from core.settings import Settings
 from graph.community_run import clustering_graph, whole_aliases
 from graph.job_state import JobState
 from graph.leiden import frontier_nodes, hierarchical_leiden
 
-RESULT = RESULTS / "change_cost.json"
 CACHE = ROOT / "bench" / ".cache"
 SMALL_CHANGE = 40
 DEFAULT_CORPORA = (2000, 8000)
+QUICK_CORPUS = 2000
+# the bench code its figures also depend on, besides the product packages
+MEASURES = ("bench/incremental.py", "bench/synthetic.py", "bench/warm_state.py")
 LARGE_CORPUS = 100_000
 DRIFT_CORPUS = 8000
 
@@ -144,11 +142,11 @@ def change_run(
     tries.sort(key=lambda t: t[0])
     run_s, wall, result, reclustered, nodes = tries[len(tries) // 2]
     phases = dict(result["timings"])
+    events = dict(sorted(Counter(e["kind"] for e in result["events"]).items()))
     row = {
         "corpus_articles": n,
         "added_articles": added,
-        "run_s": round(run_s, 3),
-        "run_s_tries": [round(t[0], 3) for t in tries],
+        "run_s": timing([t[0] for t in tries], 3),
         "wall_s": round(wall, 3),
         "phases": phases,
         "nodes_reclustered": reclustered,
@@ -156,7 +154,10 @@ def change_run(
         "planned": result["planned"],
         "reports_regenerated": result["regenerated"],
         "reports_total": result["communities"],
-        "events": dict(sorted(Counter(e["kind"] for e in result["events"]).items())),
+        "reports_share": round(result["regenerated"] / max(1, result["communities"]), 4),
+        "events": events,
+        # community lineage only: report updates and alias merges are not structural
+        "structural_events": sum(v for k, v in events.items() if k not in NOT_STRUCTURAL),
     }
     print(f"[{n}] +{added}: {row}", flush=True)
     return row
@@ -229,52 +230,65 @@ def measure_corpus(n: int, drift_steps: int, repeat: int) -> dict[str, Any]:
     return out
 
 
-def _target(value: float, limit: float, op: str) -> dict[str, Any]:
-    met = value <= limit if op == "<=" else value >= limit
-    return {"value": round(value, 4), "limit": round(limit, 4), "op": op, "met": met}
-
-
+# community lineage only: report updates and alias merges (aliased, unaliased) are not
+# changes of a community's structure
 NOT_STRUCTURAL = frozenset({"report_updated", "aliased", "unaliased"})
 
+TARGETS = {
+    "plus40_run_s_8000_vs_2000": Target("/ratios/plus40_run_s_8000_vs_2000/median", "<=", 1.5),
+    "plus40_run_s_8000": Target("/corpora/8000/runs/plus40/run_s/median", "<=", 3.0),
+    "plus40_reports_share_8000": Target("/corpora/8000/runs/plus40/reports_share", "<=", 0.015),
+    "plus40_structural_events_8000": Target(
+        "/corpora/8000/runs/plus40/structural_events", "<=", 60
+    ),
+    "plus1pct_reports_share_8000": Target("/corpora/8000/runs/plus1pct/reports_share", "<=", 0.05),
+    "drift_modularity_gap_max": Target("/drift/modularity_gap_max", "<=", 0.01),
+    "drift_rebalances": Target("/drift/rebalances", "<=", 2),
+    "plus40_run_s_large_vs_2000": Target(
+        f"/ratios/plus40_run_s_{LARGE_CORPUS}_vs_2000/median", "<=", 3.0
+    ),
+}
 
-def targets(corpora: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    def run(n: int, added: int) -> dict[str, Any]:
-        return next(r for r in corpora[n]["runs"] if r["added_articles"] == added)
 
-    small, mid = run(2000, SMALL_CHANGE), run(8000, SMALL_CHANGE)
-    one_pct = run(8000, 80)
-    # community lineage only: report updates and alias merges (aliased, unaliased) are not
-    # changes of a community's structure
-    events = sum(v for k, v in mid["events"].items() if k not in NOT_STRUCTURAL)
-    out = {
-        "plus40_run_s_8000_vs_2000": _target(mid["run_s"] / small["run_s"], 1.5, "<="),
-        "plus40_run_s_8000": _target(mid["run_s"], 3.0, "<="),
-        "plus40_reports_share_8000": _target(
-            mid["reports_regenerated"] / mid["reports_total"], 0.015, "<="
-        ),
-        "plus40_structural_events_8000": _target(events, 60, "<="),
-        "plus1pct_reports_share_8000": _target(
-            one_pct["reports_regenerated"] / one_pct["reports_total"], 0.05, "<="
-        ),
+def figures(corpora: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The run's figures: per corpus its runs by change (``plus40``, ``plus1pct``), the
+    ratios of +40 run times to the smallest corpus's, and the drift summary."""
+    keyed = {
+        str(n): {**c, "runs": {_change_name(r["added_articles"]): r for r in c["runs"]}}
+        for n, c in corpora.items()
     }
-    steps = corpora[8000].get("drift", [])
-    if steps:
-        worst = max(
-            (s["modularity_scratch"] - s["modularity_maintained"]) / s["modularity_scratch"]
-            for s in steps
+    small = min(corpora)
+    ratios = {
+        f"plus40_run_s_{n}_vs_{small}": ratio(
+            keyed[str(n)]["runs"]["plus40"]["run_s"], keyed[str(small)]["runs"]["plus40"]["run_s"]
         )
-        out["drift_modularity_gap_max"] = _target(worst, 0.01, "<=")
-        out["drift_rebalances"] = _target(sum(s["rebalanced"] for s in steps), 2, "<=")
-    if LARGE_CORPUS in corpora:
-        large = run(LARGE_CORPUS, SMALL_CHANGE)
-        out["plus40_run_s_large_vs_2000"] = _target(large["run_s"] / small["run_s"], 3.0, "<=")
-    return out
+        for n in corpora
+        if n != small
+    }
+    steps = corpora.get(DRIFT_CORPUS, {}).pop("drift", [])
+    for c in keyed.values():
+        c.pop("drift", None)
+    drift_summary: dict[str, Any] = {"steps": steps}
+    if steps:
+        drift_summary["modularity_gap_max"] = round(
+            max(
+                (s["modularity_scratch"] - s["modularity_maintained"]) / s["modularity_scratch"]
+                for s in steps
+            ),
+            4,
+        )
+        drift_summary["rebalances"] = sum(s["rebalanced"] for s in steps)
+    return {"corpora": keyed, "ratios": ratios, "drift": drift_summary}
+
+
+def _change_name(added: int) -> str:
+    return "plus40" if added == SMALL_CHANGE else "plus1pct"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--large", action="store_true", help="add a ~100,000-article corpus")
-    parser.add_argument("--drift-steps", type=int, default=20)
+    mode_argument(parser)
+    parser.add_argument("--drift-steps", type=int, default=None, help="default: 20 full, 3 quick")
     parser.add_argument("--repeat", type=int, default=5, help="runs per change (median kept)")
     parser.add_argument(
         "--large-repeat",
@@ -282,42 +296,40 @@ def main(argv: list[str] | None = None) -> None:
         default=3,
         help="runs per change at ~100,000 articles (each from a copy of a state of gigabytes)",
     )
-    parser.add_argument("--out", type=Path, default=RESULT)
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     if not DATA.exists():
         print(f"skipped: {DATA} is not there (see ../shared/data/README.md)")
         return
-    sizes = [*DEFAULT_CORPORA, *((LARGE_CORPUS,) if args.large else ())]
-    if args.large:
-        print("--large: folding 100,000 articles and its runs take about an hour on 2 cores")
-    at_start = machine(*CLUSTERING_MACHINE)
+    mode = "full" if args.full else "quick"
+    sizes = [*DEFAULT_CORPORA, LARGE_CORPUS] if args.full else [QUICK_CORPUS]
+    drift_steps = args.drift_steps if args.drift_steps is not None else (20 if args.full else 0)
+    repeat = args.repeat if args.full else 3
+    if args.full:
+        print("full: folding 100,000 articles and its runs take about an hour on 2 cores")
     corpora: dict[int, dict[str, Any]] = {}
     for n in sizes:  # one process per corpus, one at a time: its peak RSS is its own
-        with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
-            repeat = args.large_repeat if n == LARGE_CORPUS else args.repeat
-            corpora[n] = pool.submit(measure_corpus, n, args.drift_steps, repeat).result()
-    settings = settings_for(Path(tempfile.mkdtemp())).community
-    result = {
-        "bench": "change_cost",
-        "date": now_iso(),
-        "machine": at_start,
+        with ProcessPoolExecutor(
+            max_workers=1, mp_context=get_context("spawn"), initializer=die_with_parent
+        ) as pool:
+            reps = args.large_repeat if n == LARGE_CORPUS else repeat
+            corpora[n] = pool.submit(measure_corpus, n, drift_steps, reps).result()
+    cfg = settings_for(Path(tempfile.mkdtemp())).community
+    settings = {
         "data": f"{DATA.name}, then renamed copies (bench/synthetic.py)",
-        "mode": "offline (extractor, summaries, report writer); no vectors; in process",
-        "settings": {
-            "membership_tolerance": settings.membership_tolerance,
-            "materiality_threshold": settings.materiality_threshold,
-            "frontier_tolerance": settings.frontier_tolerance,
-            "drift_check_every": settings.drift_check_every,
-            "rebalance_gap": settings.rebalance_gap,
-            "max_cluster_size": settings.max_cluster_size,
-        },
-        "corpora": [corpora[n] for n in sizes],
-        "runs": [r for n in sizes for r in corpora[n]["runs"]],
-        "drift": corpora[DRIFT_CORPUS].get("drift", []),
-        "targets": targets(corpora),
+        "how": "offline (extractor, summaries, report writer); no vectors; in process",
+        "corpora": sizes,
+        "repeat": repeat,
+        "large_repeat": args.large_repeat,
+        "drift_steps": drift_steps,
+        "membership_tolerance": cfg.membership_tolerance,
+        "materiality_threshold": cfg.materiality_threshold,
+        "frontier_tolerance": cfg.frontier_tolerance,
+        "drift_check_every": cfg.drift_check_every,
+        "rebalance_gap": cfg.rebalance_gap,
+        "max_cluster_size": cfg.max_cluster_size,
     }
-    write_result(args.out, result)
-    print_targets(result, args.out)
+    record("change_cost", mode, figures(corpora), TARGETS, settings, MEASURES, path=args.out)
 
 
 if __name__ == "__main__":
