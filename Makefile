@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 KGRAG := $(BIN)/kgrag
 
-.PHONY: setup demo demo-stop browser test chaos lint typecheck unit integration services-up services-down clean
+.PHONY: setup demo demo-stop browser test chaos lint typecheck unit integration services-up services-down bench bench-full clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (set PYTHON=...)")'
@@ -41,6 +41,15 @@ unit: setup
 
 integration: services-up browser
 	$(BIN)/pytest -q -ra tests/integration
+
+# Every benchmark, one at a time, quick (`make bench`) or full (`make bench-full`: the runs
+# whose figures the targets judge; hours on 2 cores). ONLY="a b" runs those alone. Each writes
+# its run into bench/results/<name>.json beside the other mode's; nothing it starts outlives it.
+bench: services-up
+	$(BIN)/python bench/run_all.py $(if $(ONLY),--only $(ONLY))
+
+bench-full: services-up
+	$(BIN)/python bench/run_all.py --full $(if $(ONLY),--only $(ONLY))
 
 # Soak the exactly-once tests (crash, scale-out, forced rebalances): RUNS repetitions.
 RUNS ?= 5

@@ -30,6 +30,7 @@ _PR_SET_CHILD_SUBREAPER = 36
 # In order: the quick, in-process ones first, the live pipelines after.
 BENCHES = (
     "offline_extractor",
+    "hub_entity",
     "aliases",
     "hierarchy",
     "incremental",
@@ -43,6 +44,7 @@ BENCHES = (
     "llm_mode",
     "freshness",
     "chaos",
+    "scale",
 )
 
 

@@ -1,0 +1,298 @@
+"""What the community job needs as the news grows, measured on the real worker through Kafka.
+
+Usage: ``.venv/bin/python bench/scale.py [--full] [--baseline] [--huge]``
+
+For each corpus size it makes a fresh namespace on the local Kafka and Weaviate, starts
+``kgrag worker`` (stream agents, the vector worker and the community job, as a user runs it,
+offline mode), publishes that many articles of ``bench/synthetic.py``'s corpus (the dev
+articles, then renamed copies), and waits until a community run's version holds everything
+published. Then, three times, it publishes 40 more articles and waits for the run that takes
+them in, reading that run's time and its commit time from the job's status. All along a
+thread samples the proportional set size (``Pss`` of ``/proc/<pid>/smaps_rollup``) of the
+community job's processes (the ``kgrag community-job`` process and its pool) and of the
+worker's whole tree (the job, the stream worker and the vector worker; Kafka, Weaviate and
+the object store are not started by the worker and are not counted); the figures keep the
+maximum of each sum over time.
+
+Figures per corpus: ``articles``, ``job_pss_mib``, ``worker_tree_pss_mib``, ``ingest_s`` (to
+the first complete run), ``plus40_run_s`` (the run without its commit), ``plus40_commit_s``
+(the run's commit phase, plus a light commit of the same articles made before it),
+``plus40_total_s`` (their sum per repeat), each a median of 3 with min and max; then
+``job_kib_per_article`` (the growth of ``job_pss_mib`` between the two sizes, per article)
+and the ratio of the +40 totals. ``--baseline`` writes the same figures under ``baseline``
+too (the measurement of the code before the bounded-memory work); later runs carry the
+baseline over with the commit it was measured at.
+
+Quick: 1,000 and 4,000 articles. Full: 8,000 and 100,000 (about an hour and a half on 2
+cores, most of it the offline extraction of 100,000 articles). ``--full --huge``: 300,000
+instead of 100,000, written to ``bench/results/scale_huge.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.incremental import DATA, load_documents
+from bench.live import fresh_namespace, start_worker, stop, wait_ready
+from bench.record import Target, mode_argument, ratio, record, result_path, timing
+from bench.run_all import descendants
+from bench.synthetic import Corpus
+from core.job_status import read_status
+from core.lag import reflects_everything
+from core.publish import DocumentPublisher
+from core.settings import Settings, load_settings
+from core.tokenizer import ensure_offline_bpe
+from graph.model import Document
+
+QUICK = (1000, 4000)
+FULL = (8000, 100_000)
+HUGE = 300_000
+ADDED = 40
+REPEATS = 3
+MEASURES = ("bench/synthetic.py", "bench/live.py", "bench/incremental.py")
+
+TARGETS = {
+    "job_pss_mib_100000": Target("/corpora/100000/job_pss_mib", "<=", 3072),
+    "job_kib_per_article": Target("/job_kib_per_article", "<=", 25),
+    "plus40_total_s_100000": Target("/corpora/100000/plus40_total_s/median", "<=", 2.5),
+    "plus40_total_s_100000_vs_8000": Target(
+        "/ratios/plus40_total_s_100000_vs_8000/median", "<=", 2.0
+    ),
+}
+HUGE_TARGETS = {
+    "job_pss_mib_300000": Target("/corpora/300000/job_pss_mib", "<=", 8192),
+    "plus40_total_s_300000": Target("/corpora/300000/plus40_total_s/median", "<=", 4.0),
+}
+
+
+# ---- memory ----
+
+
+def pss_kib(pid: int) -> int:
+    """The proportional set size of one process (0 when it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def is_job(pid: int) -> bool:
+    try:
+        return b"community-job" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+@dataclass
+class PssSampler:
+    """Samples, every ``period_s``, the summed PSS of the worker's tree and of the job's."""
+
+    worker_pid: int
+    period_s: float = 1.0
+    job_max_kib: int = 0
+    tree_max_kib: int = 0
+    samples: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def sample(self) -> None:
+        tree = [self.worker_pid, *descendants(self.worker_pid)]
+        jobs = [p for p in tree if is_job(p)]
+        job_tree = {p for j in jobs for p in (j, *descendants(j))}
+        self.job_max_kib = max(self.job_max_kib, sum(pss_kib(p) for p in job_tree))
+        self.tree_max_kib = max(self.tree_max_kib, sum(pss_kib(p) for p in tree))
+        self.samples += 1
+
+    def start(self) -> threading.Thread:
+        def loop() -> None:
+            while not self._stop.wait(self.period_s):
+                self.sample()
+
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+        return thread
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+# ---- the pipeline ----
+
+
+async def send(settings: Settings, docs: Iterable[Document]) -> int:
+    """Publish ``docs`` and wait until the broker has every one; how many."""
+    publisher = DocumentPublisher(settings, linger_ms=20)
+    sent = 0
+    try:
+        pending = []
+        for doc in docs:
+            pending.append(await publisher.send(doc))
+            sent += 1
+            if len(pending) >= 5000:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+    finally:
+        await publisher.stop()
+    return sent
+
+
+async def complete_run(settings: Settings, after: int, timeout_s: float) -> int:
+    """The first community-run version newer than ``after`` that holds everything published."""
+    from core.graph_tables import open_graph_store
+
+    store = open_graph_store(settings)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):  # no tables yet, or a version being written
+            infos = [v for v in store.version_infos_all() if v.version > after]
+            runs = [v for v in infos if v.meta.kind != "rows"]
+            if runs and await reflects_everything(settings, runs[-1].meta.consumed_offsets):
+                return runs[-1].version
+        await asyncio.sleep(0.5)
+    raise TimeoutError(f"no complete community run after version {after} in {timeout_s:.0f} s")
+
+
+def run_times(settings: Settings, version: int, light_before: int) -> tuple[float, float]:
+    """(run without commit, commit) seconds of the run that wrote ``version``, from the job's
+    status; a light commit made since ``light_before`` counts as commit time."""
+    for _ in range(100):  # the status is written just after the version
+        status = read_status(settings)
+        if status and status.last_run and status.last_run.version >= version:
+            run = status.last_run
+            commit = run.phases.get("snapshot", run.phases.get("commit", 0.0))
+            light = status.last_light_commit
+            if light is not None and status.light_commits > light_before:
+                commit += light.seconds
+            return run.duration_s - commit, commit
+        time.sleep(0.1)
+    raise TimeoutError(f"the job's status never named version {version}")
+
+
+def light_commits(settings: Settings) -> int:
+    status = read_status(settings)
+    return status.light_commits if status else 0
+
+
+async def measure(base: Settings, corpus: Corpus, n: int, timeout_s: float) -> dict[str, Any]:
+    """One corpus size, in a namespace of its own."""
+    work = Path(tempfile.mkdtemp(prefix=f"kgrag-bench-scale-{n}-"))
+    async with fresh_namespace(base, f"bench-scale-{n}", work) as settings:
+        worker = start_worker(settings, {})
+        sampler = PssSampler(worker.pid)
+        try:
+            await wait_ready(settings, worker, timeout=300)
+            sampler.start()
+            started = time.monotonic()
+            await send(settings, corpus.articles(0, n))
+            version = await complete_run(settings, 0, timeout_s)
+            ingest_s = time.monotonic() - started
+            print(f"[{n}] version {version} holds all {n} articles after {ingest_s:.0f} s")
+            runs, commits = [], []
+            for i in range(REPEATS):
+                light = light_commits(settings)
+                await send(settings, corpus.articles(n + i * ADDED, ADDED))
+                version = await complete_run(settings, version, 600)
+                run_s, commit_s = run_times(settings, version, light)
+                print(f"[{n}] +{ADDED} #{i + 1}: run {run_s:.2f} s, commit {commit_s:.2f} s")
+                runs.append(run_s)
+                commits.append(commit_s)
+            sampler.sample()
+        finally:
+            sampler.stop()
+            stop(worker)
+    return {
+        "articles": n,
+        "job_pss_mib": round(sampler.job_max_kib / 1024, 1),
+        "worker_tree_pss_mib": round(sampler.tree_max_kib / 1024, 1),
+        "pss_samples": sampler.samples,
+        "ingest_s": round(ingest_s, 1),
+        "plus40_run_s": timing(runs, 3),
+        "plus40_commit_s": timing(commits, 3),
+        "plus40_total_s": timing([r + c for r, c in zip(runs, commits, strict=True)], 3),
+    }
+
+
+def growth(corpora: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``job_kib_per_article`` and the +40 ratio between the smallest and largest sizes."""
+    small, large = sorted(corpora.values(), key=lambda c: c["articles"])[:: len(corpora) - 1]
+    span = large["articles"] - small["articles"]
+    name = f"plus40_total_s_{large['articles']}_vs_{small['articles']}"
+    return {
+        "job_kib_per_article": round(
+            (large["job_pss_mib"] - small["job_pss_mib"]) * 1024 / span, 2
+        ),
+        "ratios": {name: ratio(large["plus40_total_s"], small["plus40_total_s"])},
+    }
+
+
+def carried_baseline(mode: str) -> dict[str, Any] | None:
+    """The baseline an earlier run recorded for this mode, with the commit it measured."""
+    path = result_path("scale")
+    if not path.exists():
+        return None
+    run = json.loads(path.read_text()).get(mode) or {}
+    return (run.get("figures") or {}).get("baseline")
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    mode = "full" if args.full else "quick"
+    sizes = QUICK if not args.full else (FULL[0], HUGE if args.huge else FULL[1])
+    base = load_settings()
+    ensure_offline_bpe()
+    corpus = Corpus(load_documents(DATA, 10**9))
+    corpora = {str(n): await measure(base, corpus, n, args.timeout) for n in sizes}
+    figures: dict[str, Any] = {"corpora": corpora, **growth(corpora)}
+    if args.baseline:
+        from bench.record import provenance
+
+        stamp = provenance(mode, {})
+        figures["baseline"] = {"commit": stamp["commit"], "date": stamp["date"], **figures}
+    elif (baseline := carried_baseline(mode)) is not None:
+        figures["baseline"] = baseline
+    settings = {
+        "data": f"{DATA.name}, then renamed copies (bench/synthetic.py)",
+        "how": "kgrag worker (offline mode) through Kafka; PSS sampled every second",
+        "corpora": list(sizes),
+        "added": ADDED,
+        "repeats": REPEATS,
+        "debounce_s": base.community.debounce_s,
+        "max_wait_s": base.community.max_wait_s,
+        "kafka_partitions": base.kafka.partitions,
+    }
+    # the huge run is its own file: it never replaces the ~100,000 figures
+    name, targets = ("scale_huge", HUGE_TARGETS) if args.huge else ("scale", TARGETS)
+    record(name, mode, figures, targets, settings, ("bench/scale.py", *MEASURES), path=args.out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    mode_argument(parser)
+    parser.add_argument("--baseline", action="store_true", help="record as the baseline too")
+    parser.add_argument("--huge", action="store_true", help="300,000 articles (with --full)")
+    parser.add_argument("--timeout", type=float, default=4 * 3600, help="seconds per ingest")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if not DATA.exists():
+        print(f"skipped: {DATA} is not there (see ../shared/data/README.md)")
+        return
+    asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    main()
