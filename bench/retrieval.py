@@ -1,12 +1,14 @@
 """Retrieval bench: local and basic search against plain BM25 over whole articles.
 
-Usage: ``.venv/bin/python bench/retrieval.py [path.jsonl] [--n N] [--rebuild]``
+Usage: ``.venv/bin/python bench/retrieval.py [path.jsonl] [--full] [--n N] [--rebuild]
+[--out PATH]``
 
 On the Reuters dev set, every (person or organisation) x topic pair of the gold labels with at
 least one article tagged with both becomes the question "What did <name> say or do about
 <topic>?"; an article is relevant when it carries both tags. Three methods answer each
 question, in one run over one offline index (``bench/query_index.py``, namespace
-``bench-retrieval``):
+``bench-retrieval``, or ``bench-retrieval-quick`` for a quick run, so that neither run's index
+replaces the other's):
 
 * **bm25**: ``bm25s`` over whole articles (title and body, English stop words, no stemming):
   the lexical floor a user could have with no graph at all;
@@ -19,13 +21,17 @@ question, in one run over one offline index (``bench/query_index.py``, namespace
 
 Each is scored by nDCG@10 (binary relevance) and precision@10 over the first 10 distinct
 documents it returns; the differences to BM25 get a paired bootstrap 95% interval over the
-questions (2,000 resamples, seeded). Latency is p95 per method on this machine. ``types`` is
+questions (2,000 resamples, seeded). Latency is p50 and p95 per method on this machine, one
+sample per question (``latency_ms``). ``types`` is
 the offline extractor's typing: entities per type, a confusion table of the entities that the
 gold people, organisation and place labels name against the type they were given, and a
 seeded sample of 100 entities for review.
 
-Needs Weaviate (``.venv/bin/kgrag services up``). Skips cleanly (exit 0) when the data file
-is absent. Writes bench/results/retrieval.json.
+The quick run takes the first 800 articles (a few dozen questions); ``--full`` all of them
+(about 250 questions, so the percentiles rest on more than 100 samples). Needs Weaviate
+(``.venv/bin/kgrag services up``). Skips cleanly (exit 0) when the data file is absent. Writes
+its run into ``bench/results/retrieval.json`` (``bench.record``); targets are judged on the
+full run.
 """
 
 from __future__ import annotations
@@ -49,16 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.query_index import prepare
 from bench.query_quality import ORG_NAMES, first_documents, person_name, topic_words
-from bench.results_io import (
-    RESULTS,
-    REUTERS_DEV,
-    machine_line,
-    now_iso,
-    print_targets,
-    read_jsonl,
-    target,
-    write_result,
-)
+from bench.record import Target, mode_argument, percentiles, record
+from bench.results_io import REUTERS_DEV, read_jsonl
 from core.clients import build_embedder
 from core.settings import Settings
 from core.vector_store import WeaviateStore
@@ -71,7 +69,6 @@ from query.entity_names import keyword_query
 from query.index import QueryIndex
 from query.time_window import TimeWindow
 
-RESULT = RESULTS / "retrieval.json"
 K = 10
 RESAMPLES = 2_000
 SEED = 1987
@@ -86,6 +83,15 @@ PLACE_NAMES = {
     "uae": "United Arab Emirates",
 }
 GOLD_TYPE = {"people": "person", "orgs": "organization", "places": "geo"}
+QUICK_ARTICLES = 800
+NAMESPACE = {"full": "bench-retrieval", "quick": "bench-retrieval-quick"}
+
+TARGETS = {
+    "local_minus_bm25_mean": Target("/local_minus_bm25/mean", ">=", 0.05),
+    "local_minus_bm25_ci95_low": Target("/local_minus_bm25/ci95_low", ">=", 0.0),
+    "basic_minus_bm25_mean": Target("/basic_minus_bm25/mean", ">=", 0.0),
+    "local_p95_ms": Target("/latency_ms/local/p95", "<=", 150),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,10 +143,6 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float]) -> dict[str, float]
         "ci95_low": round(means[int(0.025 * RESAMPLES)], 4),
         "ci95_high": round(means[int(0.975 * RESAMPLES) - 1], 4),
     }
-
-
-def p95(samples: Sequence[float]) -> float:
-    return round(statistics.quantiles(sorted(samples), n=100, method="inclusive")[94], 2)
 
 
 # ==== the lexical floor =========================================================================
@@ -234,9 +236,7 @@ async def run_questions(
         },
         "p10": {m: round(statistics.mean(p10s[m]), 4) for m in METHODS},
         "ceiling_p10": round(statistics.mean(min(K, len(q.relevant)) / K for q in qs), 4),
-        "latency": {
-            m: {"p50_ms": round(statistics.median(ms[m]), 2), "p95_ms": p95(ms[m])} for m in METHODS
-        },
+        "latency_ms": {m: percentiles(ms[m], (50, 95)) for m in METHODS},
         "examples": examples,
     }
 
@@ -299,18 +299,20 @@ def types(index: QueryIndex, articles: Sequence[dict[str, Any]]) -> dict[str, An
 # ==== main ======================================================================================
 
 
-def _args() -> argparse.Namespace:
+def _args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", nargs="?", type=Path, default=REUTERS_DEV)
-    parser.add_argument("--n", type=int, default=0, help="first N articles (default: all)")
+    mode_argument(parser)
+    parser.add_argument(
+        "--n", type=int, default=None, help="first N articles (default: 800 quick, all full)"
+    )
     parser.add_argument("--rebuild", action="store_true", help="rebuild the index")
-    return parser.parse_args()
+    parser.add_argument("--out", type=Path, default=None)
+    return parser.parse_args(argv)
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
-    settings = Settings().model_copy(update={"namespace": "bench-retrieval"})
-    articles = read_jsonl(args.data, args.n or None)
-    snapshot, built = await prepare(settings, articles, rebuild=args.rebuild)
+async def run(settings: Settings, articles: list[dict[str, Any]], rebuild: bool) -> dict[str, Any]:
+    snapshot, built = await prepare(settings, articles, rebuild=rebuild)
     index = QueryIndex.from_snapshot(snapshot)
     qs = questions(articles)
     bm25 = ArticleBM25(articles)
@@ -322,32 +324,21 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             count_tokens=token_counter(settings.chunking.encoding),
         )
         scores = await run_questions(index, deps, bm25, qs)
-    result: dict[str, Any] = {
+    return {
         "articles": len(articles),
         "index_reused": built.get("reused", False),
-        "hybrid": {"alpha": settings.hybrid_alpha, "fusion": settings.weaviate.hybrid_fusion},
         **scores,
         "types": types(index, articles),
     }
-    local, basic = result["local_minus_bm25"], result["basic_minus_bm25"]
-    result["targets"] = {
-        "local_minus_bm25_mean": target(local["mean"], 0.05, ">="),
-        "local_minus_bm25_ci95_low": target(local["ci95_low"], 0.0, ">="),
-        "basic_minus_bm25_mean": target(basic["mean"], 0.0, ">="),
-        "local_p95_ms": target(result["latency"]["local"]["p95_ms"], 150, "<="),
-    }
-    result["machine"] = machine_line()
-    result["date"] = now_iso()
-    return result
 
 
 def _print(r: dict[str, Any]) -> None:
     print(f"{r['questions']} questions {r['questions_by_kind']} over {r['articles']} articles")
     for m in METHODS:
-        lat = r["latency"][m]
+        lat = r["latency_ms"][m]
         print(
             f"  {m:6} nDCG@10 {r[f'{m}_ndcg10']:.4f}  P@10 {r['p10'][m]:.4f}  "
-            f"p50 {lat['p50_ms']:7.2f} ms  p95 {lat['p95_ms']:7.2f} ms"
+            f"p50 {lat['p50']:7.2f} ms  p95 {lat['p95']:7.2f} ms"
         )
     for key in ("local_minus_bm25", "basic_minus_bm25"):
         d = r[key]
@@ -358,15 +349,28 @@ def _print(r: dict[str, Any]) -> None:
         print(f"  {gold:13} {row}")
 
 
-def main() -> int:
-    args = _args()
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
     if not args.data.exists():
         print(f"skipped: {args.data} not found")
         return 0
-    result = asyncio.run(run(args))
+    mode = "full" if args.full else "quick"
+    n = args.n if args.n is not None else (0 if args.full else QUICK_ARTICLES)
+    settings = Settings().model_copy(update={"namespace": NAMESPACE[mode]})
+    articles = read_jsonl(args.data, n or None)
+    result = asyncio.run(run(settings, articles, args.rebuild))
     _print(result)
-    write_result(RESULT, result, ensure_ascii=False)
-    print_targets(result, RESULT)
+    run_settings = {
+        "data": args.data.name,
+        "articles": n or "all",
+        "namespace": settings.namespace,
+        "index_reused": result.pop("index_reused"),
+        "k": K,
+        "resamples": RESAMPLES,
+        "seed": SEED,
+        "hybrid": {"alpha": settings.hybrid_alpha, "fusion": settings.weaviate.hybrid_fusion},
+    }
+    record("retrieval", mode, result, TARGETS, run_settings, path=args.out)
     return 0
 
 
