@@ -25,7 +25,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -41,174 +41,148 @@ log = logging.getLogger(__name__)
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
-@dataclass
-class QueryMetrics:
-    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+MetricKind = type[Counter] | type[Gauge] | type[Histogram]
 
-    def __post_init__(self) -> None:
-        reg = self.registry
-        self.latency = Histogram(
-            "kgrag_query_latency_seconds",
-            "Time to answer a request, per method",
-            ["method"],
-            buckets=LATENCY_BUCKETS,
-            registry=reg,
-        )
-        self.requests = Counter(
-            "kgrag_query_requests",
-            "Answered requests per method and outcome",
-            ["method", "outcome"],
-            registry=reg,
-        )
-        self.llm_calls = Counter(
-            "kgrag_query_llm_calls",
-            "LLM calls made by queries, per method",
-            ["method"],
-            registry=reg,
-        )
-        self.llm_tokens = Counter(
-            "kgrag_query_llm_tokens",
-            "LLM tokens spent by queries, per method and kind",
-            ["method", "kind"],
-            registry=reg,
-        )
-        self.llm_cost = Counter(
-            "kgrag_query_llm_cost_usd",
-            "What queries' LLM tokens cost at the model's price (llm.prices), per method",
-            ["method"],
-            registry=reg,
-        )
-        self.removed_citations = Counter(
-            "kgrag_query_removed_citations",
-            "Cited ids removed because the model was not shown them",
-            ["method"],
-            registry=reg,
-        )
-        self.documents_published = Counter(
-            "kgrag_documents_published", "Documents accepted by POST /v1/documents", registry=reg
-        )
-        self.documents_deleted = Counter(
-            "kgrag_documents_deleted",
-            "Deletions sent by DELETE /v1/documents/{id}",
-            registry=reg,
-        )
-        self.documents_indexed = Gauge(
-            "kgrag_documents_indexed", "Documents in the snapshot being served", registry=reg
-        )
-        self.text_units_indexed = Gauge(
-            "kgrag_text_units_indexed", "Text units in the snapshot being served", registry=reg
-        )
-        self.entities_indexed = Gauge(
-            "kgrag_entities_indexed", "Entities in the snapshot being served", registry=reg
-        )
-        self.ingest_tokens = Gauge(
-            "kgrag_ingest_llm_tokens",
-            "Tokens extracting the served snapshot's documents spent (kind: prompt, completion)",
-            ["kind"],
-            registry=reg,
-        )
-        self.ingest_cost = Gauge(
-            "kgrag_ingest_llm_cost_usd",
-            "What extracting the served snapshot's documents cost at the chat model's price",
-            registry=reg,
-        )
-        self.ingest_cost_per_document = Gauge(
-            "kgrag_ingest_llm_cost_per_document_usd",
-            "kgrag_ingest_llm_cost_usd per document of the served snapshot",
-            registry=reg,
-        )
-        self.snapshot_version = Gauge(
-            "kgrag_snapshot_version", "Version of the snapshot being served (0: none)", registry=reg
-        )
-        self.snapshot_age = Gauge(
-            "kgrag_snapshot_age_seconds",
-            "Wall-clock age of the snapshot being served",
-            registry=reg,
-        )
-        self.reports_age = Gauge(
-            "kgrag_reports_age_seconds",
-            "Wall-clock age of the community run whose reports the served version carries "
-            "(light commits between runs make the graph newer than its reports; 0: none yet)",
-            registry=reg,
-        )
-        self.snapshot_swaps = Counter(
-            "kgrag_snapshot_swaps", "Times a newer snapshot was put in service", registry=reg
-        )
-        self.swap_seconds = Histogram(
-            "kgrag_version_swap_seconds",
-            "Time to put a newer graph version in service: followed row by row from the one "
-            "in service, or read whole",
-            ["how"],
-            buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
-            registry=reg,
-        )
-        self.consumer_lag = Gauge(
-            "kgrag_consumer_lag",
-            "Messages a worker group has not committed yet, per topic: group graph (chunker, "
-            "extractor, mergers) or vectors (the embedders)",
-            ["group", "topic"],
-            registry=reg,
-        )
-        self.consumer_lag_errors = Counter(
-            "kgrag_consumer_lag_errors",
-            "Failed attempts to read the worker groups' lag",
-            registry=reg,
-        )
-        self.worker_alive = Gauge(
-            "kgrag_worker_alive",
-            "1 while a stream worker's stall watchdog writes its status, else 0",
-            ["group", "worker"],
-            registry=reg,
-        )
-        self.watchdog_repairs = Gauge(
-            "kgrag_watchdog_repairs",
-            "Rebalances a stream worker's stall watchdog asked for since the worker started",
-            ["group", "worker"],
-            registry=reg,
-        )
-        self.watchdog_failures = Gauge(
-            "kgrag_watchdog_failures",
-            "Checks or repairs of a stream worker's stall watchdog that failed since it started",
-            ["group", "worker"],
-            registry=reg,
-        )
-        self.community_job_alive = Gauge(
-            "kgrag_community_job_alive",
-            "1 while the community job writes its status (heartbeat), else 0",
-            registry=reg,
-        )
-        self.community_job_restarts = Gauge(
-            "kgrag_community_job_restarts",
-            "Restarts of the community job process and of its child pool (current leader)",
-            registry=reg,
-        )
-        self.community_failed_items = Gauge(
-            "kgrag_community_failed_items",
-            "Reports and summaries the LLM refused, waiting for a retry",
-            registry=reg,
-        )
-        self.community_last_run = Gauge(
-            "kgrag_community_last_run_timestamp_seconds",
-            "Unix time the community job finished its last run (0: none yet)",
-            registry=reg,
-        )
-        self.community_last_run_cost = Gauge(
-            "kgrag_community_last_run_cost_usd",
-            "What the community job's last run spent on the LLM (reports, summaries, aliases) "
-            "at the chat model's price",
-            registry=reg,
-        )
-        self.community_last_light_commit = Gauge(
-            "kgrag_community_last_light_commit_timestamp_seconds",
-            "Unix time the community job last committed the rows of new articles between "
-            "runs (0: none yet)",
-            registry=reg,
-        )
-        self.community_pending_changes = Gauge(
-            "kgrag_community_pending_changes",
-            "Graph changes written to Kafka but not yet in the snapshot being served",
-            registry=reg,
-        )
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric as data: the ``QueryMetrics`` attribute it lands on, its kind, Prometheus
+    name, help text and label names (and a histogram's buckets)."""
+
+    attr: str
+    kind: MetricKind
+    name: str
+    help: str
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] | None = None
+
+    def build(self, registry: CollectorRegistry) -> Counter | Gauge | Histogram:
+        if self.kind is Histogram:
+            buckets = self.buckets or Histogram.DEFAULT_BUCKETS
+            return Histogram(self.name, self.help, self.labels, registry=registry, buckets=buckets)
+        return self.kind(self.name, self.help, self.labels, registry=registry)
+
+
+_WORKER = ("group", "worker")
+
+# In the order they are scraped; names and labels are the service's public interface.
+METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("latency", Histogram, "kgrag_query_latency_seconds",
+               "Time to answer a request, per method", ("method",), LATENCY_BUCKETS),
+    MetricSpec("requests", Counter, "kgrag_query_requests",
+               "Answered requests per method and outcome", ("method", "outcome")),
+    MetricSpec("llm_calls", Counter, "kgrag_query_llm_calls",
+               "LLM calls made by queries, per method", ("method",)),
+    MetricSpec("llm_tokens", Counter, "kgrag_query_llm_tokens",
+               "LLM tokens spent by queries, per method and kind", ("method", "kind")),
+    MetricSpec("llm_cost", Counter, "kgrag_query_llm_cost_usd",
+               "What queries' LLM tokens cost at the model's price (llm.prices), per method",
+               ("method",)),
+    MetricSpec("removed_citations", Counter, "kgrag_query_removed_citations",
+               "Cited ids removed because the model was not shown them", ("method",)),
+    MetricSpec("documents_published", Counter, "kgrag_documents_published",
+               "Documents accepted by POST /v1/documents"),
+    MetricSpec("documents_deleted", Counter, "kgrag_documents_deleted",
+               "Deletions sent by DELETE /v1/documents/{id}"),
+    MetricSpec("documents_indexed", Gauge, "kgrag_documents_indexed",
+               "Documents in the snapshot being served"),
+    MetricSpec("text_units_indexed", Gauge, "kgrag_text_units_indexed",
+               "Text units in the snapshot being served"),
+    MetricSpec("entities_indexed", Gauge, "kgrag_entities_indexed",
+               "Entities in the snapshot being served"),
+    MetricSpec("ingest_tokens", Gauge, "kgrag_ingest_llm_tokens",
+               "Tokens extracting the served snapshot's documents spent (kind: prompt, "
+               "completion)", ("kind",)),
+    MetricSpec("ingest_cost", Gauge, "kgrag_ingest_llm_cost_usd",
+               "What extracting the served snapshot's documents cost at the chat model's price"),
+    MetricSpec("ingest_cost_per_document", Gauge, "kgrag_ingest_llm_cost_per_document_usd",
+               "kgrag_ingest_llm_cost_usd per document of the served snapshot"),
+    MetricSpec("served_version", Gauge, "kgrag_snapshot_version",
+               "Version of the snapshot being served (0: none)"),
+    MetricSpec("version_age", Gauge, "kgrag_snapshot_age_seconds",
+               "Wall-clock age of the snapshot being served"),
+    MetricSpec("reports_age", Gauge, "kgrag_reports_age_seconds",
+               "Wall-clock age of the community run whose reports the served version carries "
+               "(light commits between runs make the graph newer than its reports; 0: none yet)"),
+    MetricSpec("version_swaps", Counter, "kgrag_snapshot_swaps",
+               "Times a newer snapshot was put in service"),
+    MetricSpec("swap_seconds", Histogram, "kgrag_version_swap_seconds",
+               "Time to put a newer graph version in service: followed row by row from the one "
+               "in service, or read whole", ("how",),
+               (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)),
+    MetricSpec("consumer_lag", Gauge, "kgrag_consumer_lag",
+               "Messages a worker group has not committed yet, per topic: group graph (chunker, "
+               "extractor, mergers) or vectors (the embedders)", ("group", "topic")),
+    MetricSpec("consumer_lag_errors", Counter, "kgrag_consumer_lag_errors",
+               "Failed attempts to read the worker groups' lag"),
+    MetricSpec("worker_alive", Gauge, "kgrag_worker_alive",
+               "1 while a stream worker's stall watchdog writes its status, else 0", _WORKER),
+    MetricSpec("watchdog_repairs", Gauge, "kgrag_watchdog_repairs",
+               "Rebalances a stream worker's stall watchdog asked for since the worker started",
+               _WORKER),
+    MetricSpec("watchdog_failures", Gauge, "kgrag_watchdog_failures",
+               "Checks or repairs of a stream worker's stall watchdog that failed since it "
+               "started", _WORKER),
+    MetricSpec("community_job_alive", Gauge, "kgrag_community_job_alive",
+               "1 while the community job writes its status (heartbeat), else 0"),
+    MetricSpec("community_job_restarts", Gauge, "kgrag_community_job_restarts",
+               "Restarts of the community job process and of its child pool (current leader)"),
+    MetricSpec("community_failed_items", Gauge, "kgrag_community_failed_items",
+               "Reports and summaries the LLM refused, waiting for a retry"),
+    MetricSpec("community_last_run", Gauge, "kgrag_community_last_run_timestamp_seconds",
+               "Unix time the community job finished its last run (0: none yet)"),
+    MetricSpec("community_last_run_cost", Gauge, "kgrag_community_last_run_cost_usd",
+               "What the community job's last run spent on the LLM (reports, summaries, "
+               "aliases) at the chat model's price"),
+    MetricSpec("community_last_light_commit", Gauge,
+               "kgrag_community_last_light_commit_timestamp_seconds",
+               "Unix time the community job last committed the rows of new articles between "
+               "runs (0: none yet)"),
+    MetricSpec("community_pending_changes", Gauge, "kgrag_community_pending_changes",
+               "Graph changes written to Kafka but not yet in the snapshot being served"),
+)  # fmt: skip
+
+
+class QueryMetrics:
+    """The service's metrics, one attribute per ``METRICS`` row (the annotations below give
+    them their types; a unit test keeps both lists the same)."""
+
+    latency: Histogram
+    requests: Counter
+    llm_calls: Counter
+    llm_tokens: Counter
+    llm_cost: Counter
+    removed_citations: Counter
+    documents_published: Counter
+    documents_deleted: Counter
+    documents_indexed: Gauge
+    text_units_indexed: Gauge
+    entities_indexed: Gauge
+    ingest_tokens: Gauge
+    ingest_cost: Gauge
+    ingest_cost_per_document: Gauge
+    served_version: Gauge
+    version_age: Gauge
+    reports_age: Gauge
+    version_swaps: Counter
+    swap_seconds: Histogram
+    consumer_lag: Gauge
+    consumer_lag_errors: Counter
+    worker_alive: Gauge
+    watchdog_repairs: Gauge
+    watchdog_failures: Gauge
+    community_job_alive: Gauge
+    community_job_restarts: Gauge
+    community_failed_items: Gauge
+    community_last_run: Gauge
+    community_last_run_cost: Gauge
+    community_last_light_commit: Gauge
+    community_pending_changes: Gauge
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = CollectorRegistry() if registry is None else registry
+        for spec in METRICS:
+            setattr(self, spec.attr, spec.build(self.registry))
 
     def observe(self, method: str, seconds: float, outcome: str = "ok") -> None:
         self.latency.labels(method).observe(seconds)

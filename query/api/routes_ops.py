@@ -123,10 +123,10 @@ def pending_in(index: QueryIndex | None, ends: dict[int, int] | None) -> int | N
 
 def _set_snapshot_gauges(metrics: QueryMetrics, index: QueryIndex | None) -> None:
     if index is None:
-        metrics.snapshot_version.set(0)
+        metrics.served_version.set(0)
         return
-    metrics.snapshot_version.set(index.version)
-    metrics.snapshot_age.set(snapshot_age_s(index) or 0.0)
+    metrics.served_version.set(index.version)
+    metrics.version_age.set(snapshot_age_s(index) or 0.0)
     metrics.reports_age.set(graph_basis(index.meta)["reports_age_s"] or 0.0)
     metrics.documents_indexed.set(len(index.documents))
     metrics.text_units_indexed.set(len(index.text_units))

@@ -96,7 +96,7 @@ class IndexHolder:
                 return held
             self._index, self.swapped_at = index, time.time()
             if self._metrics is not None:
-                self._metrics.snapshot_swaps.inc()
+                self._metrics.version_swaps.inc()
             return index
 
     def _poll(self) -> PointerStamp | None:
