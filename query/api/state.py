@@ -26,7 +26,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Annotated, TypeVar
+
+from fastapi import Depends, Request
 
 from core.graph_tables import (
     GraphStoreUnavailableError,
@@ -45,7 +47,7 @@ from query.api.errors import ApiError, api_error
 from query.deps import QueryDeps
 from query.index import QueryIndex
 from query.index_update import follow
-from query.metrics import LagProbe, QueryMetrics
+from query.metrics import LagProbe, PendingProbe, QueryMetrics
 from query.text_store import BULK
 
 log = logging.getLogger(__name__)
@@ -274,6 +276,7 @@ class ServiceState:
     holder: IndexHolder
     metrics: QueryMetrics
     lag: LagProbe
+    pending: PendingProbe
     publisher: DocumentPublisher
     deps: QueryDeps | None = None  # set by the app's lifespan
     topics_ready: bool = False
@@ -327,3 +330,13 @@ class ServiceState:
     async def close(self) -> None:
         await self.holder.stop()
         await self.publisher.stop()
+
+
+def service_state(request: Request) -> ServiceState:
+    """The app's ``ServiceState`` (``create_app`` puts it on ``app.state``), for ``Depends``."""
+    state: ServiceState = request.app.state.service
+    return state
+
+
+# A route handler's parameter ``state: Service`` receives the app's ``ServiceState``.
+Service = Annotated[ServiceState, Depends(service_state)]

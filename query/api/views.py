@@ -236,16 +236,16 @@ def list_communities(
     return [community_summary(index, c, scores[c.community]) for c in chosen]
 
 
-def snapshot_age_s(index: QueryIndex) -> float | None:
+def version_age_s(index: QueryIndex) -> float | None:
     return age_s(index.meta.created_at)
 
 
-def snapshot_info(index: QueryIndex) -> dict[str, Any]:
+def version_view(index: QueryIndex) -> dict[str, Any]:
     meta = index.meta
     return {
         "version": meta.version,
         "created_at": meta.created_at,
-        "age_s": snapshot_age_s(index),
+        "age_s": version_age_s(index),
         "kind": meta.kind,
         **{k: v for k, v in graph_basis(meta).items() if k.startswith("reports_")},
         "newest_document_time": meta.newest_document_time,

@@ -80,7 +80,7 @@ def client_for(
     tmp: Path, store: GraphTables, *, api_key: str | None = None, llm: Any = None
 ) -> TestClient:
     app = create_app(
-        settings(tmp, api_key), deps=query_deps(llm), snapshot_store=store, refresh_interval_s=30
+        settings(tmp, api_key), deps=query_deps(llm), graph_store=store, refresh_interval_s=30
     )
     headers = {"X-API-Key": api_key} if api_key else {}
     return TestClient(app, headers=headers)
