@@ -23,7 +23,8 @@ from query.api.errors import install_error_handlers
 from query.api.middleware import BodyLimit, api_key_guard
 from query.api.state import IndexHolder, ServiceState
 from query.deps import QueryDeps, open_deps
-from query.metrics import LagProbe, PendingProbe, QueryMetrics
+from query.kafka_probes import LagProbe, PendingProbe
+from query.metrics import QueryMetrics
 
 
 def create_app(

@@ -47,14 +47,15 @@ from query.api.errors import ApiError, api_error
 from query.deps import QueryDeps
 from query.index import QueryIndex
 from query.index_update import follow
-from query.metrics import LagProbe, PendingProbe, QueryMetrics
+from query.kafka_probes import LagProbe, PendingProbe
+from query.metrics import QueryMetrics
 from query.text_store import BULK
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-NO_SNAPSHOT = (
+NO_VERSION = (
     "the index is not built yet: no graph snapshot has been published. Run a worker "
     "(`kgrag worker`), publish documents (`kgrag publish <file.jsonl>` or POST /v1/documents) "
     "and wait for the community job to write the first snapshot"
@@ -65,7 +66,7 @@ _OLDER_KEPT = 2  # indexes of as-of versions kept besides the one in service
 
 
 class IndexHolder:
-    """The ``QueryIndex`` in service, replaced (never mutated) when a newer snapshot appears."""
+    """The ``QueryIndex`` in service, replaced (never mutated) when a newer version appears."""
 
     def __init__(
         self,
@@ -205,12 +206,12 @@ class IndexHolder:
 
     def _refresh_in_background(self) -> asyncio.Task[QueryIndex | None]:
         if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self.refresh(), name="snapshot-refresh")
+            self._task = asyncio.create_task(self.refresh(), name="version-refresh")
         return self._task
 
     async def get(self) -> QueryIndex | None:
         """The index to answer one request with: the current one, after starting a refresh
-        when the pointer moved; only the first snapshot is waited for."""
+        when the pointer moved; only the first version is waited for."""
         # a local store is asked at once (one stat); an object store only by ``run``'s polls,
         # in a worker thread, so no request waits on the network for it
         if not self.store.remote and self._poll() != self._stamp:
@@ -253,7 +254,7 @@ class IndexHolder:
         index = await self.get()
         if index is None:
             hint = None if self._settings is None else legacy_hint(self._settings, self.store)
-            raise ApiError(503, "index_not_built", hint or NO_SNAPSHOT)
+            raise ApiError(503, "index_not_built", hint or NO_VERSION)
         return index
 
     async def run(self, interval_s: float) -> None:

@@ -559,7 +559,7 @@ def no_lag(monkeypatch: pytest.MonkeyPatch) -> None:
     async def fake(settings: Settings, **kw: Any) -> dict[str, int]:
         return {}
 
-    monkeypatch.setattr("query.metrics.consumer_lag", fake)
+    monkeypatch.setattr("query.kafka_probes.consumer_lag", fake)
 
 
 class TestHealthCommunityJob:
