@@ -36,7 +36,7 @@ from core.settings import DriftSettings
 from graph.snapshot_model import SnapshotReport
 from prompts import render_drift_local_system, render_drift_primer, render_drift_reduce_system
 from query.activity import active_communities
-from query.citations import check_citations, cited_ids
+from query.citations import CitationCheck, check_citations, cited_ids
 from query.context import LocalContextConfig
 from query.deps import OnText, QueryDeps, ask, forget
 from query.index import QueryIndex
@@ -318,6 +318,71 @@ def merged_context(steps: Sequence[Step]) -> dict[str, list[int]]:
     return {name: sorted(ids) for name, ids in sorted(out.items())}
 
 
+async def _followups(
+    question: str,
+    primers: list[Step],
+    index: QueryIndex,
+    deps: QueryDeps,
+    usage: LLMUsage,
+    config: DriftConfig,
+    window: TimeWindow,
+) -> list[Step]:
+    """The follow-up steps, depth by depth: each answers the most promising open follow-ups
+    by local search and proposes its own (a failed one is a step that failed)."""
+    frontier = Frontier(asked=[question])  # the primer answered the question itself
+    for p in primers:
+        frontier.add(p.followups, p.score)
+    gate = asyncio.Semaphore(config.concurrency)
+
+    async def one(query: str, depth: int) -> Step:
+        async with gate:
+            try:
+                return await _followup(question, query, depth, index, deps, usage, config, window)
+            except LLMError as e:
+                log.warning("DRIFT follow-up %r failed: %s", query, e)
+                return Step(query, depth, "", 0, (), failed=True)
+
+    steps: list[Step] = []
+    for depth in range(1, config.depth + 1):
+        queries = frontier.take(config.followups)
+        if not queries:
+            break
+        answered = await asyncio.gather(*(one(q, depth) for q in queries))
+        for s in answered:
+            frontier.add(s.followups, s.score)
+        steps += answered
+    return steps
+
+
+async def _reduce(
+    question: str,
+    steps: list[Step],
+    deps: QueryDeps,
+    usage: LLMUsage,
+    config: DriftConfig,
+    response_type: str,
+    on_text: OnText | None,
+) -> CitationCheck:
+    """The answer from the steps' intermediate answers: (answer, removed citations, cited)."""
+    data = reduce_context(steps, budget=config.reduce_max_tokens, count=deps.count_tokens)
+    if not data:
+        return CitationCheck(NO_DATA_ANSWER, 0, {})
+    allowed = {name: set(ids) for name, ids in cited_ids(data).items()}
+    system = render_drift_reduce_system(
+        deps.prompts, intermediate_answers=data, response_type=response_type
+    )
+    text = await ask(
+        deps.require_llm(),
+        usage,
+        purpose="drift_reduce",
+        system=system,
+        user=question,
+        max_tokens=config.reduce_max_answer_tokens,
+        on_text=on_text,
+    )
+    return check_citations(text, allowed)
+
+
 async def drift_search(
     question: str,
     index: QueryIndex,
@@ -340,46 +405,10 @@ async def drift_search(
     )
     if folds and all(p.failed for p in primers):
         log.warning("every DRIFT primer call failed to give its JSON; going on with follow-ups")
-    steps: list[Step] = list(primers)
-    frontier = Frontier(asked=[question])  # the primer answered the question itself
-    for p in primers:
-        frontier.add(p.followups, p.score)
-    gate = asyncio.Semaphore(config.concurrency)
-
-    async def one(query: str, depth: int) -> Step:
-        async with gate:
-            try:
-                return await _followup(question, query, depth, index, deps, usage, config, window)
-            except LLMError as e:
-                log.warning("DRIFT follow-up %r failed: %s", query, e)
-                return Step(query, depth, "", 0, (), failed=True)
-
-    for depth in range(1, config.depth + 1):
-        queries = frontier.take(config.followups)
-        if not queries:
-            break
-        answered = await asyncio.gather(*(one(q, depth) for q in queries))
-        for s in answered:
-            frontier.add(s.followups, s.score)
-        steps += answered
-    data = reduce_context(steps, budget=config.reduce_max_tokens, count=deps.count_tokens)
-    if data:
-        allowed = {name: set(ids) for name, ids in cited_ids(data).items()}
-        system = render_drift_reduce_system(
-            deps.prompts, intermediate_answers=data, response_type=response_type
-        )
-        text = await ask(
-            deps.require_llm(),
-            usage,
-            purpose="drift_reduce",
-            system=system,
-            user=question,
-            max_tokens=config.reduce_max_answer_tokens,
-            on_text=on_text,
-        )
-        answer, removed, cited = check_citations(text, allowed)
-    else:
-        answer, removed, cited = NO_DATA_ANSWER, 0, {}
+    steps = list(primers) + await _followups(question, primers, index, deps, usage, config, window)
+    answer, removed, cited = await _reduce(
+        question, steps, deps, usage, config, response_type, on_text
+    )
     return QueryResult(
         answer=answer,
         mode="llm",

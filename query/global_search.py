@@ -181,6 +181,40 @@ async def _reduce(
     return check_citations(text, {"Reports": allowed})
 
 
+async def _reports(
+    question: str,
+    index: QueryIndex,
+    deps: QueryDeps,
+    config: GlobalSearchConfig,
+    window: TimeWindow,
+    dynamic: DynamicConfig | None,
+    usage: LLMUsage,
+) -> tuple[Sequence[SnapshotReport], dict[str, object]]:
+    """The reports to map: a level's, or those dynamic selection rated relevant (with its
+    ratings for the result's ``extra``)."""
+    if dynamic is None:
+        return level_reports(index, config.level, window), {}
+    selection = await select_communities(question, index, deps, dynamic, window, usage)
+    return selection.reports, {"rating_calls": selection.rating_calls, "ratings": selection.ratings}
+
+
+def _batches(
+    reports: Sequence[SnapshotReport],
+    deps: QueryDeps,
+    config: GlobalSearchConfig,
+    conversation: str,
+) -> list[ReportBatch]:
+    """The reports packed into map batches, each leaving room for the conversation."""
+    budget = config.batch_max_tokens - (deps.count_tokens(conversation) + 2 if conversation else 0)
+    return make_batches(
+        reports,
+        count=deps.count_tokens,
+        budget=max(1, budget),
+        seed=config.seed,
+        use_summary=config.use_report_summary,
+    )
+
+
 async def global_search(
     question: str,
     index: QueryIndex,
@@ -199,27 +233,15 @@ async def global_search(
     window = window or TimeWindow()
     usage = LLMUsage()
     extra: dict[str, object] = {"window": window.as_dict(), "level": config.level}
-    reports: Sequence[SnapshotReport]
-    if dynamic is not None:
-        selection = await select_communities(question, index, deps, dynamic, window, usage)
-        reports = selection.reports
-        extra |= {"rating_calls": selection.rating_calls, "ratings": selection.ratings}
-    else:
-        reports = level_reports(index, config.level, window)
+    reports, chosen = await _reports(question, index, deps, config, window, dynamic, usage)
+    extra |= chosen
     conversation = history_table(
         history,
         budget=config.history_max_tokens,
         count=deps.count_tokens,
         max_turns=config.history_max_turns,
     )
-    budget = config.batch_max_tokens - (deps.count_tokens(conversation) + 2 if conversation else 0)
-    batches = make_batches(
-        reports,
-        count=deps.count_tokens,
-        budget=max(1, budget),
-        seed=config.seed,
-        use_summary=config.use_report_summary,
-    )
+    batches = _batches(reports, deps, config, conversation)
     outcomes = await _map_all(question, batches, deps, usage, config, conversation)
     points = [p for o in outcomes for p in o.points]
     map_removed = sum(o.removed for o in outcomes)

@@ -236,13 +236,6 @@ def _build(snapshot: Snapshot, texts: TextStore) -> QueryIndex:
     claims: dict[str, list[SnapshotClaim]] = defaultdict(list)
     for claim in snapshot.claims:
         claims[_entity_key_of(claim.subject_id, "", by_title)].append(claim)
-    by_entity: dict[str, set[str]] = defaultdict(set)
-    for e in snapshot.entities:
-        by_entity[e.id].update(u for u in e.text_unit_ids if u in units)
-    for u in snapshot.text_units:
-        for k in u.entity_ids:
-            if k in entities:
-                by_entity[k].add(u.id)
     by_entity_daily = {e.id: entity_daily(e, units, dates) for e in snapshot.entities}
     communities = {c.community: c for c in snapshot.communities}
     memberships: dict[str, dict[int, int]] = defaultdict(dict)
@@ -262,7 +255,7 @@ def _build(snapshot: Snapshot, texts: TextStore) -> QueryIndex:
         claim_by_hrid={c.human_readable_id: c for c in snapshot.claims},
         text_units=units,
         text_unit_by_hrid={u.human_readable_id: u for u in snapshot.text_units},
-        text_units_by_entity={k: tuple(sorted(v)) for k, v in by_entity.items() if v},
+        text_units_by_entity=_units_by_entity(snapshot, entities, units),
         text_units_by_document=grouped(
             (u.document_id, u.id) for u in sorted(snapshot.text_units, key=lambda u: u.id)
         ),
@@ -283,3 +276,17 @@ def _build(snapshot: Snapshot, texts: TextStore) -> QueryIndex:
         texts=texts,
         aliases=AliasIndex.of(snapshot.aliases),
     )
+
+
+def _units_by_entity(
+    snapshot: Snapshot, entities: dict[str, SnapshotEntity], units: dict[str, SnapshotTextUnit]
+) -> dict[str, tuple[str, ...]]:
+    """Each entity's text units: those it names and those that name it."""
+    by_entity: dict[str, set[str]] = defaultdict(set)
+    for e in snapshot.entities:
+        by_entity[e.id].update(u for u in e.text_unit_ids if u in units)
+    for u in snapshot.text_units:
+        for k in u.entity_ids:
+            if k in entities:
+                by_entity[k].add(u.id)
+    return {k: tuple(sorted(v)) for k, v in by_entity.items() if v}

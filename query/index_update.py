@@ -15,8 +15,7 @@ community's ``relationship_ids`` and ``text_unit_ids`` when one of its members' 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import fields, replace
-from typing import Protocol, TypeVar
+from dataclasses import replace
 
 from core.graph_tables import TableChange
 from graph.keys import entity_key
@@ -25,7 +24,6 @@ from graph.snapshot_model import (
     SnapshotClaim,
     SnapshotCommunity,
     SnapshotMeta,
-    SnapshotRelationship,
     SnapshotReport,
 )
 from query.index import (
@@ -36,20 +34,15 @@ from query.index import (
     newest_day,
     sum_daily,
 )
+from query.index_maps import (
+    Membership,
+    by_community_id,
+    by_hrid,
+    moved_memberships,
+    with_combined_degree,
+)
 from query.text_store import BULK, rows_text, without_text
-from query.time_window import to_date
-
-
-class _Row(Protocol):
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def human_readable_id(self) -> int: ...
-
-
-R = TypeVar("R", bound=_Row)
-C = TypeVar("C", SnapshotCommunity, SnapshotReport)
+from query.time_window import DailyCounts, to_date
 
 
 def follow(
@@ -108,36 +101,16 @@ class _Follower:
         old = self.old
         for doc_id in self.change("documents").deletes:
             self.documents.pop(doc_id, None)
-        for doc in self.change("documents").upserts:
-            self.documents[doc.id] = doc
+        self.documents.update((doc.id, doc) for doc in self.change("documents").upserts)
         changed_entities = self._entities()
         reached = self._relationships()  # entities a changed relationship ends at
         units_changed, unit_entities, unit_docs = self._units()
         degree_moved = self._degrees(reached | changed_entities)
         if not self.lean:
             self._combined_degrees(degree_moved)
-        daily = dict(old.entity_daily)
-        for key in changed_entities | unit_entities:
-            e = self.entities.get(key)
-            if e is None:
-                daily.pop(key, None)
-            else:
-                daily[key] = entity_daily(e, self.units, self._dates)
+        daily = self._entity_daily(changed_entities | unit_entities)
         memberships, community_changed = self._communities(changed_entities | reached, old)
-        community_daily = dict(old.community_daily)
-        for number in community_changed:
-            c = self.communities.get(number)
-            if c is None:
-                community_daily.pop(number, None)
-            else:
-                community_daily[number] = (
-                    daily_counts(c.mentions_per_day)
-                    if c.mentions_per_day
-                    else sum_daily(daily.get(k, ()) for k in c.entity_ids)
-                )
-        for number in list(community_daily):
-            if number not in self.communities:
-                del community_daily[number]
+        community_daily = self._community_daily(daily, community_changed)
         self._reports(community_changed)
         claims_by_entity, claim_by_hrid = self._claims()
         added = [k for k in self._gone_e if k in self.entities and k not in old.entities]
@@ -150,9 +123,9 @@ class _Follower:
             meta=meta,
             documents=self.documents,
             entities=self.entities,
-            entity_by_hrid=_by_hrid(old.entity_by_hrid, old.entities, self.entities, self._gone_e),
+            entity_by_hrid=by_hrid(old.entity_by_hrid, old.entities, self.entities, self._gone_e),
             relationships=self.relationships,
-            relationship_by_hrid=_by_hrid(
+            relationship_by_hrid=by_hrid(
                 old.relationship_by_hrid, old.relationships, self.relationships, self._gone_r
             ),
             relationships_by_entity=self.rels_by_entity,
@@ -160,14 +133,14 @@ class _Follower:
             claims_by_entity=claims_by_entity,
             claim_by_hrid=claim_by_hrid,
             text_units=self.units,
-            text_unit_by_hrid=_by_hrid(
+            text_unit_by_hrid=by_hrid(
                 old.text_unit_by_hrid, old.text_units, self.units, units_changed
             ),
             text_units_by_entity=self._units_by_entity(unit_entities | changed_entities),
             text_units_by_document=self._units_by_document(unit_docs),
-            communities=_sorted(self.communities),
+            communities=by_community_id(self.communities),
             community_by_id=dict(sorted(self.community_by_id.items())),
-            reports=_sorted(self.reports),
+            reports=by_community_id(self.reports),
             entity_communities=memberships,
             unit_dates=self._dates,
             entity_daily=daily,
@@ -179,6 +152,36 @@ class _Follower:
                 self.change("aliases").upserts, self.change("aliases").deletes
             ),
         )
+
+    def _entity_daily(self, keys: set[str]) -> dict[str, DailyCounts]:
+        """Mentions per day, rewritten for the entities whose row or text units changed."""
+        daily = dict(self.old.entity_daily)
+        for key in keys:
+            e = self.entities.get(key)
+            if e is None:
+                daily.pop(key, None)
+            else:
+                daily[key] = entity_daily(e, self.units, self._dates)
+        return daily
+
+    def _community_daily(
+        self, daily: Mapping[str, DailyCounts], changed: set[int]
+    ) -> dict[int, DailyCounts]:
+        """Mentions per day of the changed communities: their own column, else their members'."""
+        out = dict(self.old.community_daily)
+        for number in changed:
+            c = self.communities.get(number)
+            if c is None:
+                out.pop(number, None)
+            else:
+                out[number] = (
+                    daily_counts(c.mentions_per_day)
+                    if c.mentions_per_day
+                    else sum_daily(daily.get(k, ()) for k in c.entity_ids)
+                )
+        for number in [n for n in out if n not in self.communities]:
+            del out[number]
+        return out
 
     def _entities(self) -> set[str]:
         change = self.change("entities")
@@ -268,7 +271,7 @@ class _Follower:
                     degrees[end] = self._deg(end)
             combined = degrees[a] + degrees[b]
             if r.combined_degree != combined:
-                self.relationships[rid] = _with_combined_degree(r, combined)
+                self.relationships[rid] = with_combined_degree(r, combined)
                 self._gone_r.add(rid)
 
     def _units(self) -> tuple[set[str], set[str], set[str]]:
@@ -340,8 +343,8 @@ class _Follower:
         # (entity, level, community) memberships that end and that begin: a community that
         # kept its number and level changes only for the members that left or joined it (a
         # level-0 community of 100,000 members that gained three changes three entities)
-        leave: list[tuple[str, int, int]] = []
-        join: list[tuple[str, int, int]] = []
+        leave: list[Membership] = []
+        join: list[Membership] = []
         for cid in change.deletes:
             c = self.community_by_id.pop(cid, None)
             if c is not None:
@@ -363,26 +366,7 @@ class _Follower:
                 join.extend((k, c.level, c.community) for k in c.entity_ids)
             self._set_community(c)
             changed.add(c.community)
-        memberships = dict(old.entity_communities)
-        copied: set[str] = set()  # entities whose level map is this index's own already
-
-        def levels_of(key: str) -> dict[int, int]:
-            if key not in copied:
-                copied.add(key)
-                memberships[key] = dict(memberships.get(key, {}))
-            return memberships[key]
-
-        for key, level, n in leave:  # all endings first: a member may move between two
-            if memberships.get(key, {}).get(level) == n:
-                del levels_of(key)[level]
-        for key, level, n in join:
-            levels_of(key)[level] = n
-        for key in copied:
-            levels = memberships[key]
-            if levels:
-                memberships[key] = dict(sorted(levels.items()))
-            else:
-                del memberships[key]
+        memberships = moved_memberships(old.entity_communities, leave, join)
         for key in () if self.lean else members_changed:
             for n in memberships.get(key, {}).values():
                 if n not in changed and n in self.communities:
@@ -484,35 +468,3 @@ class _Follower:
             {k: tuple(v) for k, v in grouped.items()},
             {c.human_readable_id: c for c in claims.values()},
         )
-
-
-def _by_hrid(
-    by_hrid: Mapping[int, R], before: Mapping[str, R], after: Mapping[str, R], changed: set[str]
-) -> dict[int, R]:
-    """The human-readable-id map with the entries of the ``changed`` ids rewritten."""
-    out = dict(by_hrid)
-    for rid in changed:
-        row = before.get(rid)
-        if row is not None and out.get(row.human_readable_id) is row:
-            del out[row.human_readable_id]
-    for rid in changed:
-        row = after.get(rid)
-        if row is not None:
-            out[row.human_readable_id] = row
-    return out
-
-
-def _sorted(rows: Mapping[int, C]) -> dict[int, C]:
-    """Community-number maps in the order a fresh index has them (by community id)."""
-    return dict(sorted(rows.items(), key=lambda kv: kv[1].id))
-
-
-_RELATIONSHIP_FIELDS = tuple(f.name for f in fields(SnapshotRelationship))
-
-
-def _with_combined_degree(r: SnapshotRelationship, value: int) -> SnapshotRelationship:
-    """``replace(r, combined_degree=value)`` without its per-call introspection: a hub's new
-    relationship moves the combined degree of every one of its relationships."""
-    values = {name: getattr(r, name) for name in _RELATIONSHIP_FIELDS}
-    values["combined_degree"] = value
-    return SnapshotRelationship(**values)

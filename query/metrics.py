@@ -5,210 +5,171 @@ A registry per app (not prometheus-client's global one) lets several apps live i
 with the same registry, so its ``kgrag_llm_*`` counters (calls to the endpoint, cache hits,
 tokens, retries) are scraped with ours.
 
-Gauges that describe the outside world (snapshot age, consumer lag) are set when
-``/metrics`` is scraped, not by a timer, so they are as fresh as the scrape. Consumer lag
-costs two round trips to Kafka (the worker group's committed offsets and the topics' end
-offsets); it is cached for ``lag_ttl_s`` so a fast scraper cannot turn into load on the
-broker, and a failure leaves the last figure in place and counts an error.
+Gauges that describe the outside world (version age, consumer lag) are set when
+``/metrics`` is scraped, not by a timer, so they are as fresh as the scrape; the Kafka
+figures come from ``query.kafka_probes``. The community job's gauges (alive, restarts,
+failed items, last run, pending graph changes) come from its status file
+(``core.job_status``) and from the pending-changes probe.
 
-The community job's gauges (alive, restarts, failed items, last run, pending graph changes)
-come from its status file (``core.job_status``) and from ``PendingProbe``, which reads the
-end offsets of ``graph_changes`` for ``/healthz`` and ``/metrics`` alike. That probe caches
-for a few seconds for the same reason, remembers a failure for as long (so a broker that is
-away does not slow every probe down by a timeout), and takes its reader as a parameter so
-tests can hand it figures without a broker.
+The metrics are declared as data (``METRICS``) and built in one loop; the class annotations
+give each attribute its type.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from core import lag
 from core.job_status import JobStatus
-from core.lag import consumer_lag
-from core.settings import Settings
 from core.worker_status import WatchdogStatus
 from query.results import QueryResult
-
-log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
-@dataclass
-class QueryMetrics:
-    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+MetricKind = type[Counter] | type[Gauge] | type[Histogram]
 
-    def __post_init__(self) -> None:
-        reg = self.registry
-        self.latency = Histogram(
-            "kgrag_query_latency_seconds",
-            "Time to answer a request, per method",
-            ["method"],
-            buckets=LATENCY_BUCKETS,
-            registry=reg,
-        )
-        self.requests = Counter(
-            "kgrag_query_requests",
-            "Answered requests per method and outcome",
-            ["method", "outcome"],
-            registry=reg,
-        )
-        self.llm_calls = Counter(
-            "kgrag_query_llm_calls",
-            "LLM calls made by queries, per method",
-            ["method"],
-            registry=reg,
-        )
-        self.llm_tokens = Counter(
-            "kgrag_query_llm_tokens",
-            "LLM tokens spent by queries, per method and kind",
-            ["method", "kind"],
-            registry=reg,
-        )
-        self.llm_cost = Counter(
-            "kgrag_query_llm_cost_usd",
-            "What queries' LLM tokens cost at the model's price (llm.prices), per method",
-            ["method"],
-            registry=reg,
-        )
-        self.removed_citations = Counter(
-            "kgrag_query_removed_citations",
-            "Cited ids removed because the model was not shown them",
-            ["method"],
-            registry=reg,
-        )
-        self.documents_published = Counter(
-            "kgrag_documents_published", "Documents accepted by POST /v1/documents", registry=reg
-        )
-        self.documents_deleted = Counter(
-            "kgrag_documents_deleted",
-            "Deletions sent by DELETE /v1/documents/{id}",
-            registry=reg,
-        )
-        self.documents_indexed = Gauge(
-            "kgrag_documents_indexed", "Documents in the snapshot being served", registry=reg
-        )
-        self.text_units_indexed = Gauge(
-            "kgrag_text_units_indexed", "Text units in the snapshot being served", registry=reg
-        )
-        self.entities_indexed = Gauge(
-            "kgrag_entities_indexed", "Entities in the snapshot being served", registry=reg
-        )
-        self.ingest_tokens = Gauge(
-            "kgrag_ingest_llm_tokens",
-            "Tokens extracting the served snapshot's documents spent (kind: prompt, completion)",
-            ["kind"],
-            registry=reg,
-        )
-        self.ingest_cost = Gauge(
-            "kgrag_ingest_llm_cost_usd",
-            "What extracting the served snapshot's documents cost at the chat model's price",
-            registry=reg,
-        )
-        self.ingest_cost_per_document = Gauge(
-            "kgrag_ingest_llm_cost_per_document_usd",
-            "kgrag_ingest_llm_cost_usd per document of the served snapshot",
-            registry=reg,
-        )
-        self.snapshot_version = Gauge(
-            "kgrag_snapshot_version", "Version of the snapshot being served (0: none)", registry=reg
-        )
-        self.snapshot_age = Gauge(
-            "kgrag_snapshot_age_seconds",
-            "Wall-clock age of the snapshot being served",
-            registry=reg,
-        )
-        self.reports_age = Gauge(
-            "kgrag_reports_age_seconds",
-            "Wall-clock age of the community run whose reports the served version carries "
-            "(light commits between runs make the graph newer than its reports; 0: none yet)",
-            registry=reg,
-        )
-        self.snapshot_swaps = Counter(
-            "kgrag_snapshot_swaps", "Times a newer snapshot was put in service", registry=reg
-        )
-        self.swap_seconds = Histogram(
-            "kgrag_version_swap_seconds",
-            "Time to put a newer graph version in service: followed row by row from the one "
-            "in service, or read whole",
-            ["how"],
-            buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
-            registry=reg,
-        )
-        self.consumer_lag = Gauge(
-            "kgrag_consumer_lag",
-            "Messages a worker group has not committed yet, per topic: group graph (chunker, "
-            "extractor, mergers) or vectors (the embedders)",
-            ["group", "topic"],
-            registry=reg,
-        )
-        self.consumer_lag_errors = Counter(
-            "kgrag_consumer_lag_errors",
-            "Failed attempts to read the worker groups' lag",
-            registry=reg,
-        )
-        self.worker_alive = Gauge(
-            "kgrag_worker_alive",
-            "1 while a stream worker's stall watchdog writes its status, else 0",
-            ["group", "worker"],
-            registry=reg,
-        )
-        self.watchdog_repairs = Gauge(
-            "kgrag_watchdog_repairs",
-            "Rebalances a stream worker's stall watchdog asked for since the worker started",
-            ["group", "worker"],
-            registry=reg,
-        )
-        self.watchdog_failures = Gauge(
-            "kgrag_watchdog_failures",
-            "Checks or repairs of a stream worker's stall watchdog that failed since it started",
-            ["group", "worker"],
-            registry=reg,
-        )
-        self.community_job_alive = Gauge(
-            "kgrag_community_job_alive",
-            "1 while the community job writes its status (heartbeat), else 0",
-            registry=reg,
-        )
-        self.community_job_restarts = Gauge(
-            "kgrag_community_job_restarts",
-            "Restarts of the community job process and of its child pool (current leader)",
-            registry=reg,
-        )
-        self.community_failed_items = Gauge(
-            "kgrag_community_failed_items",
-            "Reports and summaries the LLM refused, waiting for a retry",
-            registry=reg,
-        )
-        self.community_last_run = Gauge(
-            "kgrag_community_last_run_timestamp_seconds",
-            "Unix time the community job finished its last run (0: none yet)",
-            registry=reg,
-        )
-        self.community_last_run_cost = Gauge(
-            "kgrag_community_last_run_cost_usd",
-            "What the community job's last run spent on the LLM (reports, summaries, aliases) "
-            "at the chat model's price",
-            registry=reg,
-        )
-        self.community_last_light_commit = Gauge(
-            "kgrag_community_last_light_commit_timestamp_seconds",
-            "Unix time the community job last committed the rows of new articles between "
-            "runs (0: none yet)",
-            registry=reg,
-        )
-        self.community_pending_changes = Gauge(
-            "kgrag_community_pending_changes",
-            "Graph changes written to Kafka but not yet in the snapshot being served",
-            registry=reg,
-        )
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric as data: the ``QueryMetrics`` attribute it lands on, its kind, Prometheus
+    name, help text and label names (and a histogram's buckets)."""
+
+    attr: str
+    kind: MetricKind
+    name: str
+    help: str
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] | None = None
+
+    def build(self, registry: CollectorRegistry) -> Counter | Gauge | Histogram:
+        if self.kind is Histogram:
+            buckets = self.buckets or Histogram.DEFAULT_BUCKETS
+            return Histogram(self.name, self.help, self.labels, registry=registry, buckets=buckets)
+        return self.kind(self.name, self.help, self.labels, registry=registry)
+
+
+_WORKER = ("group", "worker")
+
+# In the order they are scraped; names and labels are the service's public interface.
+METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("latency", Histogram, "kgrag_query_latency_seconds",
+               "Time to answer a request, per method", ("method",), LATENCY_BUCKETS),
+    MetricSpec("requests", Counter, "kgrag_query_requests",
+               "Answered requests per method and outcome", ("method", "outcome")),
+    MetricSpec("llm_calls", Counter, "kgrag_query_llm_calls",
+               "LLM calls made by queries, per method", ("method",)),
+    MetricSpec("llm_tokens", Counter, "kgrag_query_llm_tokens",
+               "LLM tokens spent by queries, per method and kind", ("method", "kind")),
+    MetricSpec("llm_cost", Counter, "kgrag_query_llm_cost_usd",
+               "What queries' LLM tokens cost at the model's price (llm.prices), per method",
+               ("method",)),
+    MetricSpec("removed_citations", Counter, "kgrag_query_removed_citations",
+               "Cited ids removed because the model was not shown them", ("method",)),
+    MetricSpec("documents_published", Counter, "kgrag_documents_published",
+               "Documents accepted by POST /v1/documents"),
+    MetricSpec("documents_deleted", Counter, "kgrag_documents_deleted",
+               "Deletions sent by DELETE /v1/documents/{id}"),
+    MetricSpec("documents_indexed", Gauge, "kgrag_documents_indexed",
+               "Documents in the snapshot being served"),
+    MetricSpec("text_units_indexed", Gauge, "kgrag_text_units_indexed",
+               "Text units in the snapshot being served"),
+    MetricSpec("entities_indexed", Gauge, "kgrag_entities_indexed",
+               "Entities in the snapshot being served"),
+    MetricSpec("ingest_tokens", Gauge, "kgrag_ingest_llm_tokens",
+               "Tokens extracting the served snapshot's documents spent (kind: prompt, "
+               "completion)", ("kind",)),
+    MetricSpec("ingest_cost", Gauge, "kgrag_ingest_llm_cost_usd",
+               "What extracting the served snapshot's documents cost at the chat model's price"),
+    MetricSpec("ingest_cost_per_document", Gauge, "kgrag_ingest_llm_cost_per_document_usd",
+               "kgrag_ingest_llm_cost_usd per document of the served snapshot"),
+    MetricSpec("served_version", Gauge, "kgrag_snapshot_version",
+               "Version of the snapshot being served (0: none)"),
+    MetricSpec("version_age", Gauge, "kgrag_snapshot_age_seconds",
+               "Wall-clock age of the snapshot being served"),
+    MetricSpec("reports_age", Gauge, "kgrag_reports_age_seconds",
+               "Wall-clock age of the community run whose reports the served version carries "
+               "(light commits between runs make the graph newer than its reports; 0: none yet)"),
+    MetricSpec("version_swaps", Counter, "kgrag_snapshot_swaps",
+               "Times a newer snapshot was put in service"),
+    MetricSpec("swap_seconds", Histogram, "kgrag_version_swap_seconds",
+               "Time to put a newer graph version in service: followed row by row from the one "
+               "in service, or read whole", ("how",),
+               (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)),
+    MetricSpec("consumer_lag", Gauge, "kgrag_consumer_lag",
+               "Messages a worker group has not committed yet, per topic: group graph (chunker, "
+               "extractor, mergers) or vectors (the embedders)", ("group", "topic")),
+    MetricSpec("consumer_lag_errors", Counter, "kgrag_consumer_lag_errors",
+               "Failed attempts to read the worker groups' lag"),
+    MetricSpec("worker_alive", Gauge, "kgrag_worker_alive",
+               "1 while a stream worker's stall watchdog writes its status, else 0", _WORKER),
+    MetricSpec("watchdog_repairs", Gauge, "kgrag_watchdog_repairs",
+               "Rebalances a stream worker's stall watchdog asked for since the worker started",
+               _WORKER),
+    MetricSpec("watchdog_failures", Gauge, "kgrag_watchdog_failures",
+               "Checks or repairs of a stream worker's stall watchdog that failed since it "
+               "started", _WORKER),
+    MetricSpec("community_job_alive", Gauge, "kgrag_community_job_alive",
+               "1 while the community job writes its status (heartbeat), else 0"),
+    MetricSpec("community_job_restarts", Gauge, "kgrag_community_job_restarts",
+               "Restarts of the community job process and of its child pool (current leader)"),
+    MetricSpec("community_failed_items", Gauge, "kgrag_community_failed_items",
+               "Reports and summaries the LLM refused, waiting for a retry"),
+    MetricSpec("community_last_run", Gauge, "kgrag_community_last_run_timestamp_seconds",
+               "Unix time the community job finished its last run (0: none yet)"),
+    MetricSpec("community_last_run_cost", Gauge, "kgrag_community_last_run_cost_usd",
+               "What the community job's last run spent on the LLM (reports, summaries, "
+               "aliases) at the chat model's price"),
+    MetricSpec("community_last_light_commit", Gauge,
+               "kgrag_community_last_light_commit_timestamp_seconds",
+               "Unix time the community job last committed the rows of new articles between "
+               "runs (0: none yet)"),
+    MetricSpec("community_pending_changes", Gauge, "kgrag_community_pending_changes",
+               "Graph changes written to Kafka but not yet in the snapshot being served"),
+)  # fmt: skip
+
+
+class QueryMetrics:
+    """The service's metrics, one attribute per ``METRICS`` row (the annotations below give
+    them their types; a unit test keeps both lists the same)."""
+
+    latency: Histogram
+    requests: Counter
+    llm_calls: Counter
+    llm_tokens: Counter
+    llm_cost: Counter
+    removed_citations: Counter
+    documents_published: Counter
+    documents_deleted: Counter
+    documents_indexed: Gauge
+    text_units_indexed: Gauge
+    entities_indexed: Gauge
+    ingest_tokens: Gauge
+    ingest_cost: Gauge
+    ingest_cost_per_document: Gauge
+    served_version: Gauge
+    version_age: Gauge
+    reports_age: Gauge
+    version_swaps: Counter
+    swap_seconds: Histogram
+    consumer_lag: Gauge
+    consumer_lag_errors: Counter
+    worker_alive: Gauge
+    watchdog_repairs: Gauge
+    watchdog_failures: Gauge
+    community_job_alive: Gauge
+    community_job_restarts: Gauge
+    community_failed_items: Gauge
+    community_last_run: Gauge
+    community_last_run_cost: Gauge
+    community_last_light_commit: Gauge
+    community_pending_changes: Gauge
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = CollectorRegistry() if registry is None else registry
+        for spec in METRICS:
+            setattr(self, spec.attr, spec.build(self.registry))
 
     def observe(self, method: str, seconds: float, outcome: str = "ok") -> None:
         self.latency.labels(method).observe(seconds)
@@ -250,75 +211,3 @@ class QueryMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
-
-
-class LagProbe:
-    """Consumer lag of both worker groups (``{group: {topic: n}}``), cached for ``ttl_s``; a
-    failed probe keeps the last figures."""
-
-    def __init__(self, settings: Settings, metrics: QueryMetrics, ttl_s: float = 15.0) -> None:
-        self._settings = settings
-        self._metrics = metrics
-        self._ttl_s = ttl_s
-        self._checked = float("-inf")
-        self._lock = asyncio.Lock()
-        self.last: dict[str, dict[str, int]] = {}
-
-    async def _read(self) -> dict[str, dict[str, int]]:
-        settings = self._settings
-        graph = await consumer_lag(settings)
-        vectors = await consumer_lag(settings, group_id=settings.vector_app_id)
-        return {"graph": graph, "vectors": vectors}
-
-    async def refresh(self, timeout_s: float = 5.0) -> dict[str, dict[str, int]]:
-        async with self._lock:
-            if time.monotonic() - self._checked < self._ttl_s:
-                return self.last
-            self._checked = time.monotonic()
-            try:
-                self.last = await asyncio.wait_for(self._read(), timeout_s)
-            except Exception as e:  # any Kafka failure only costs the figure
-                log.warning("consumer lag not available: %s", e)
-                self._metrics.consumer_lag_errors.inc()
-                return self.last
-            for group, lag in self.last.items():
-                for topic, n in lag.items():
-                    self._metrics.consumer_lag.labels(group, topic).set(n)
-            return self.last
-
-
-EndOffsetsReader = Callable[[Settings, float], Awaitable[dict[int, int]]]
-
-
-class PendingProbe:
-    """End offsets of ``graph_changes``, cached for ``ttl_s``; a failure is cached as long.
-
-    ``refresh()`` returns the offsets, or None when they could not be read (``error`` then
-    says why). ``read`` replaces the Kafka reader (tests); by default ``graph_end_offsets``
-    is looked up when called (``core.lag.graph_end_offsets``), so patching the module attribute
-    reaches every probe."""
-
-    def __init__(
-        self, settings: Settings, ttl_s: float = 5.0, read: EndOffsetsReader | None = None
-    ) -> None:
-        self._settings = settings
-        self._ttl_s = ttl_s
-        self._read = read
-        self._checked = float("-inf")
-        self._lock = asyncio.Lock()
-        self.last: dict[int, int] | None = None
-        self.error: str | None = None
-
-    async def refresh(self, timeout_s: float = 2.0) -> dict[int, int] | None:
-        async with self._lock:
-            if time.monotonic() - self._checked < self._ttl_s:
-                return self.last
-            read = self._read or lag.graph_end_offsets
-            try:
-                self.last = await asyncio.wait_for(read(self._settings, timeout_s), timeout_s + 1)
-                self.error = None
-            except Exception as e:  # any Kafka failure only costs the figure
-                log.warning("graph_changes end offsets not available: %s", e)
-                self.last, self.error = None, f"{type(e).__name__}: {e}"
-            self._checked = time.monotonic()
-            return self.last

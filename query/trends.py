@@ -23,6 +23,7 @@ from graph.storylines import (
     Daily,
     NewMember,
     StoryDetail,
+    Storyline,
     StoryNode,
     TopDocument,
     describe,
@@ -224,36 +225,44 @@ def trending_communities(
         ),
     )
     lookup = IndexStories(index)
-    out = []
-    for row in rows:
-        n = row.node.community
-        c = index.communities[n]
-        if detail:
-            found = describe(row, lookup, since, end)
-        else:
-            report = index.reports.get(n)
-            found = StoryDetail(report.title if report else c.title, (), (), ())
-        out.append(
-            TrendingCommunity(
-                n,
-                c.id,
-                c.level,
-                found.title,
-                row.score,
-                row.recent,
-                row.earlier,
-                row.expected,
-                found.top_entities,
-                row.documents,
-                round(row.expected_documents, 2),
-                round(row.ratio, 3),
-                row.folded,
-                row.within,
-                found.top_documents,
-                found.new_entities,
-            )
-        )
-    return out
+    return [_trending(index, row, lookup, since, end, detail=detail) for row in rows]
+
+
+def _trending(
+    index: QueryIndex,
+    row: Storyline,
+    lookup: IndexStories,
+    since: date,
+    end: date,
+    *,
+    detail: bool,
+) -> TrendingCommunity:
+    """One storyline as a row; without ``detail``, titled by its report alone."""
+    n = row.node.community
+    c = index.communities[n]
+    if detail:
+        found = describe(row, lookup, since, end)
+    else:
+        report = index.reports.get(n)
+        found = StoryDetail(report.title if report else c.title, (), (), ())
+    return TrendingCommunity(
+        n,
+        c.id,
+        c.level,
+        found.title,
+        row.score,
+        row.recent,
+        row.earlier,
+        row.expected,
+        found.top_entities,
+        row.documents,
+        round(row.expected_documents, 2),
+        round(row.ratio, 3),
+        row.folded,
+        row.within,
+        found.top_documents,
+        found.new_entities,
+    )
 
 
 def new_entities(index: QueryIndex, window: TimeWindow, *, limit: int) -> list[NewEntity]:

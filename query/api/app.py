@@ -1,7 +1,7 @@
 """``create_app``: the query service as one FastAPI app, composed from ``query.api``'s parts.
 
 The only module that knows every part: it builds the shared ``ServiceState``, opens the
-clients in the lifespan (once, closed on shutdown) and starts the snapshot refresher, installs
+clients in the lifespan (once, closed on shutdown) and starts the version refresher, installs
 the error envelope and the body limit, and mounts the routers, the API key guarding all but
 the probes and the session routes (signing in is how a browser gets past it), and serves the
 dashboard at ``/``.
@@ -23,27 +23,29 @@ from query.api.errors import install_error_handlers
 from query.api.middleware import BodyLimit, api_key_guard
 from query.api.state import IndexHolder, ServiceState
 from query.deps import QueryDeps, open_deps
-from query.metrics import LagProbe, QueryMetrics
+from query.kafka_probes import LagProbe, PendingProbe
+from query.metrics import QueryMetrics
 
 
 def create_app(
     settings: Settings,
     *,
     deps: QueryDeps | None = None,
-    snapshot_store: GraphTables | None = None,
+    graph_store: GraphTables | None = None,
     refresh_interval_s: float = 0.2,
     lag_ttl_s: float = 15.0,
 ) -> FastAPI:
     """The query service. ``deps`` replaces the clients the lifespan would build (tests);
-    ``snapshot_store`` the namespace's graph tables; consumer lag is read from
+    ``graph_store`` the namespace's graph tables; consumer lag is read from
     Kafka at most every ``lag_ttl_s`` seconds."""
     metrics = QueryMetrics()
-    store = snapshot_store or open_graph_store(settings, for_queries=True)
+    store = graph_store or open_graph_store(settings, for_queries=True)
     state = ServiceState(
         settings,
         IndexHolder(store, metrics, settings),
         metrics,
         LagProbe(settings, metrics, lag_ttl_s),
+        PendingProbe(settings),
         DocumentPublisher(settings),
     )
 
@@ -72,10 +74,10 @@ def create_app(
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.api.max_request_bytes)
     guard = [Depends(api_key_guard(settings))]
-    app.include_router(routes_queries.routes(state), dependencies=guard)
-    app.include_router(routes_graph.routes(state), dependencies=guard)
-    app.include_router(routes_documents.routes(state), dependencies=guard)
-    app.include_router(routes_ops.routes(state))
-    app.include_router(session.routes(settings))
+    app.include_router(routes_queries.router, dependencies=guard)
+    app.include_router(routes_graph.router, dependencies=guard)
+    app.include_router(routes_documents.router, dependencies=guard)
+    app.include_router(routes_ops.router)
+    app.include_router(session.router)
     dashboard.mount(app)
     return app

@@ -26,7 +26,7 @@ from core.snapshot_store import SnapshotStoreError
 from graph.documents import document_from_obj
 from graph.errors import InvalidDocumentError
 from query.api.errors import ApiError, documented
-from query.api.state import ServiceState
+from query.api.state import Service, ServiceState
 from query.api.views import document_view
 
 
@@ -44,93 +44,95 @@ class DocumentIn(BaseModel):
     metadata: dict[str, Any] | None = None
 
 
-def routes(state: ServiceState) -> APIRouter:
-    # Listed on the OpenAPI page with the graph routes: what feeds the graph beside what reads it.
-    router = APIRouter(prefix="/v1", tags=["graph"], responses=documented(401, 413, 422, 503))
+# Listed on the OpenAPI page with the graph routes: what feeds the graph beside what reads it.
+router = APIRouter(prefix="/v1", tags=["graph"], responses=documented(401, 413, 422, 503))
 
-    async def send(message: Coroutine[Any, Any, None]) -> None:
-        """Put one message on the documents topic (creating the topics first if need be)."""
-        try:
-            await state.ensure_topics()
-            await message
-        except ConfigError as e:
-            raise ApiError(500, "misconfigured", str(e)) from e
-        except Exception as e:
-            topic = state.publisher.topic
-            raise ApiError(503, "kafka_unavailable", f"could not publish to {topic}: {e}") from e
-        finally:
-            message.close()  # not awaited when the topics could not be made
 
-    @router.post(
-        "/documents",
-        status_code=202,
-        summary="Publish one document for indexing",
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": DocumentIn.model_json_schema()}},
-            }
-        },
-    )
-    async def post_document(payload: dict[str, Any] = Body(...)) -> Any:
-        try:
-            doc = document_from_obj(payload, max_chars=state.settings.chunking.max_document_chars)
-        except InvalidDocumentError as e:
-            raise ApiError(422, "invalid_document", str(e)) from e
-        await send(state.publisher.publish(doc))
-        state.metrics.documents_published.inc()
-        return {"id": doc.id, "topic": state.publisher.topic, "status": "accepted"}
-
-    @router.get(
-        "/documents/{doc_id:path}",
-        summary="One indexed document: its passages (the cited text units) and its text",
-        responses=documented(404),
-    )
-    async def get_document(doc_id: str) -> Any:
-        index = await state.holder.require()
-        view = document_view(index, doc_id, None)
-        if view is None:
-            raise ApiError(
-                404, "unknown_document", f"no document {doc_id!r} in snapshot {index.version}"
-            )
-        try:
-            stored = await asyncio.to_thread(
-                state.holder.store.row, "documents", doc_id, index.version, ["text"]
-            )
-        except SnapshotStoreError as e:
-            raise ApiError(503, "graph_store_unavailable", str(e)) from e
-        return {**view, "text": stored["text"] if stored else None}
-
-    @router.delete(
-        "/documents/{doc_id:path}",
-        status_code=202,
-        summary="Delete one document: retract everything it contributed",
-        responses={
-            200: {"description": "Deleted before: nothing to do"},
-            **documented(404),
-        },
-    )
-    async def delete_document(
-        doc_id: str,
-        force: bool = Query(
-            False, description="Send the deletion even if the graph does not hold the id (yet)"
-        ),
-    ) -> Any:
-        try:
-            plan = await asyncio.to_thread(plan_deletion, state.holder.store, [doc_id], force=force)
-        except SnapshotStoreError as e:
-            raise ApiError(503, "graph_store_unavailable", str(e)) from e
-        if plan.unknown:
-            raise ApiError(
-                404,
-                "unknown_document",
-                f"no document {doc_id!r} is indexed; {UNKNOWN_HINT} (?force=true)",
-            )
+async def _send(state: ServiceState, message: Coroutine[Any, Any, None]) -> None:
+    """Put one message on the documents topic (creating the topics first if need be)."""
+    try:
+        await state.ensure_topics()
+        await message
+    except ConfigError as e:
+        raise ApiError(500, "misconfigured", str(e)) from e
+    except Exception as e:
         topic = state.publisher.topic
-        if plan.already:
-            return JSONResponse({"id": doc_id, "topic": topic, "status": "already_deleted"}, 200)
-        await send(state.publisher.delete(doc_id))
-        state.metrics.documents_deleted.inc()
-        return {"id": doc_id, "topic": topic, "status": "accepted"}
+        raise ApiError(503, "kafka_unavailable", f"could not publish to {topic}: {e}") from e
+    finally:
+        message.close()  # not awaited when the topics could not be made
 
-    return router
+
+@router.post(
+    "/documents",
+    status_code=202,
+    summary="Publish one document for indexing",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": DocumentIn.model_json_schema()}},
+        }
+    },
+)
+async def post_document(state: Service, payload: dict[str, Any] = Body(...)) -> Any:
+    try:
+        doc = document_from_obj(payload, max_chars=state.settings.chunking.max_document_chars)
+    except InvalidDocumentError as e:
+        raise ApiError(422, "invalid_document", str(e)) from e
+    await _send(state, state.publisher.publish(doc))
+    state.metrics.documents_published.inc()
+    return {"id": doc.id, "topic": state.publisher.topic, "status": "accepted"}
+
+
+@router.get(
+    "/documents/{doc_id:path}",
+    summary="One indexed document: its passages (the cited text units) and its text",
+    responses=documented(404),
+)
+async def get_document(state: Service, doc_id: str) -> Any:
+    index = await state.holder.require()
+    view = document_view(index, doc_id, None)
+    if view is None:
+        raise ApiError(
+            404, "unknown_document", f"no document {doc_id!r} in snapshot {index.version}"
+        )
+    try:
+        stored = await asyncio.to_thread(
+            state.holder.store.row, "documents", doc_id, index.version, ["text"]
+        )
+    except SnapshotStoreError as e:
+        raise ApiError(503, "graph_store_unavailable", str(e)) from e
+    return {**view, "text": stored["text"] if stored else None}
+
+
+@router.delete(
+    "/documents/{doc_id:path}",
+    status_code=202,
+    summary="Delete one document: retract everything it contributed",
+    responses={
+        200: {"description": "Deleted before: nothing to do"},
+        **documented(404),
+    },
+)
+async def delete_document(
+    state: Service,
+    doc_id: str,
+    force: bool = Query(
+        False, description="Send the deletion even if the graph does not hold the id (yet)"
+    ),
+) -> Any:
+    try:
+        plan = await asyncio.to_thread(plan_deletion, state.holder.store, [doc_id], force=force)
+    except SnapshotStoreError as e:
+        raise ApiError(503, "graph_store_unavailable", str(e)) from e
+    if plan.unknown:
+        raise ApiError(
+            404,
+            "unknown_document",
+            f"no document {doc_id!r} is indexed; {UNKNOWN_HINT} (?force=true)",
+        )
+    topic = state.publisher.topic
+    if plan.already:
+        return JSONResponse({"id": doc_id, "topic": topic, "status": "already_deleted"}, 200)
+    await _send(state, state.publisher.delete(doc_id))
+    state.metrics.documents_deleted.inc()
+    return {"id": doc_id, "topic": topic, "status": "accepted"}

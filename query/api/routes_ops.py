@@ -18,84 +18,81 @@ from core.health import assess, pending_changes
 from core.job_status import read_status
 from core.settings import Settings
 from core.worker_status import describe_failures, read_watchdog_statuses
-from query.api.state import ServiceState
-from query.api.views import snapshot_age_s, snapshot_info
+from query.api.state import Service, ServiceState
+from query.api.views import version_age_s, version_view
 from query.index import QueryIndex
-from query.metrics import PendingProbe, QueryMetrics
+from query.metrics import QueryMetrics
 from query.results import graph_basis
 
+router = APIRouter(tags=["operations"])
 
-def routes(state: ServiceState) -> APIRouter:
-    router = APIRouter(tags=["operations"])
-    pending_probe = PendingProbe(state.settings)
 
-    @router.get(
-        "/healthz",
-        summary="Snapshot version and age, Kafka and Weaviate reachability, community job",
-        description="`status` is `ok`, `degraded` (with one sentence per problem in "
-        "`reasons`: Kafka, Weaviate or the graph tables unreachable, graph changes pending "
-        "while the newest version is older than `community.stale_after_s`, items the LLM "
-        "refused, a stream worker's stall watchdog failing) or `no_snapshot`. "
-        "`community_job` is the job's status (null before it ever ran); `workers` what each "
-        "stream worker's stall watchdog saw and did (checks, stalls, repairs, failures); "
-        "`snapshot.served_since` when this service began serving that version (unix time); "
-        "`graph_tables` whether the tables could be read at the last look; "
-        "`pending_changes` the graph changes not yet in the served snapshot (null when "
-        "Kafka could not be read).",
+@router.get(
+    "/healthz",
+    summary="Snapshot version and age, Kafka and Weaviate reachability, community job",
+    description="`status` is `ok`, `degraded` (with one sentence per problem in "
+    "`reasons`: Kafka, Weaviate or the graph tables unreachable, graph changes pending "
+    "while the newest version is older than `community.stale_after_s`, items the LLM "
+    "refused, a stream worker's stall watchdog failing) or `no_snapshot`. "
+    "`community_job` is the job's status (null before it ever ran); `workers` what each "
+    "stream worker's stall watchdog saw and did (checks, stalls, repairs, failures); "
+    "`snapshot.served_since` when this service began serving that version (unix time); "
+    "`graph_tables` whether the tables could be read at the last look; "
+    "`pending_changes` the graph changes not yet in the served snapshot (null when "
+    "Kafka could not be read).",
+)
+async def healthz(state: Service) -> Any:
+    kafka, weaviate, ends = await asyncio.gather(
+        kafka_reachable(state.settings),
+        weaviate_reachable(state.settings),
+        state.pending.refresh(),
     )
-    async def healthz() -> Any:
-        kafka, weaviate, ends = await asyncio.gather(
-            kafka_reachable(state.settings),
-            weaviate_reachable(state.settings),
-            pending_probe.refresh(),
-        )
-        index = await state.holder.get()
-        job = await asyncio.to_thread(read_status, state.settings)
-        workers = await asyncio.to_thread(read_watchdog_statuses, state.settings)
-        pending = pending_in(index, ends)
-        unreachable = [
-            f"{name} is not reachable: {detail}"
-            for name, (ok, detail) in (("Kafka", kafka), ("Weaviate", weaviate))
-            if not ok
-        ]
-        tables = tables_health(state, index)
-        if not tables["reachable"]:
-            unreachable.append(tables["detail"])
-        health = assess(
-            snapshot_version=None if index is None else index.version,
-            snapshot_age_s=None if index is None else snapshot_age_s(index),
-            pending=pending,
-            stale_after_s=state.settings.community.stale_after_s,
-            job=job,
-            unreachable=unreachable,
-            problems=describe_failures(workers),
-        )
-        return {
-            "status": health.status,
-            "reasons": list(health.reasons),
-            "snapshot": None
-            if index is None
-            else {**snapshot_info(index), "served_since": state.holder.swapped_at},
-            "kafka": {"reachable": kafka[0], "detail": kafka[1]},
-            "weaviate": {"reachable": weaviate[0], "detail": weaviate[1]},
-            "graph_tables": tables,
-            "mode": "offline" if state.deps is None or state.deps.llm is None else "llm",
-            "pending_changes": pending,
-            "community_job": None if job is None else job.to_json(),
-            "workers": [w.to_json() for w in workers],
-        }
+    index = await state.holder.get()
+    job = await asyncio.to_thread(read_status, state.settings)
+    workers = await asyncio.to_thread(read_watchdog_statuses, state.settings)
+    pending = pending_in(index, ends)
+    unreachable = [
+        f"{name} is not reachable: {detail}"
+        for name, (ok, detail) in (("Kafka", kafka), ("Weaviate", weaviate))
+        if not ok
+    ]
+    tables = tables_health(state, index)
+    if not tables["reachable"]:
+        unreachable.append(tables["detail"])
+    health = assess(
+        snapshot_version=None if index is None else index.version,
+        snapshot_age_s=None if index is None else version_age_s(index),
+        pending=pending,
+        stale_after_s=state.settings.community.stale_after_s,
+        job=job,
+        unreachable=unreachable,
+        problems=describe_failures(workers),
+    )
+    return {
+        "status": health.status,
+        "reasons": list(health.reasons),
+        "snapshot": None
+        if index is None
+        else {**version_view(index), "served_since": state.holder.swapped_at},
+        "kafka": {"reachable": kafka[0], "detail": kafka[1]},
+        "weaviate": {"reachable": weaviate[0], "detail": weaviate[1]},
+        "graph_tables": tables,
+        "mode": "offline" if state.deps is None or state.deps.llm is None else "llm",
+        "pending_changes": pending,
+        "community_job": None if job is None else job.to_json(),
+        "workers": [w.to_json() for w in workers],
+    }
 
-    @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
-    async def metrics() -> Response:
-        index = await state.holder.get()
-        _set_snapshot_gauges(state.metrics, index)
-        _, ends = await asyncio.gather(state.lag.refresh(), pending_probe.refresh())
-        job = await asyncio.to_thread(read_status, state.settings)
-        state.metrics.set_community(job, pending_in(index, ends))
-        state.metrics.set_workers(await asyncio.to_thread(read_watchdog_statuses, state.settings))
-        return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    return router
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+async def metrics(state: Service) -> Response:
+    index = await state.holder.get()
+    _set_version_gauges(state.metrics, index)
+    _, ends = await asyncio.gather(state.lag.refresh(), state.pending.refresh())
+    job = await asyncio.to_thread(read_status, state.settings)
+    state.metrics.set_community(job, pending_in(index, ends))
+    state.metrics.set_workers(await asyncio.to_thread(read_watchdog_statuses, state.settings))
+    return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
 
 
 def tables_health(state: ServiceState, index: QueryIndex | None) -> dict[str, Any]:
@@ -121,12 +118,12 @@ def pending_in(index: QueryIndex | None, ends: dict[int, int] | None) -> int | N
     return pending_changes(ends, None if index is None else index.meta.consumed_offsets)
 
 
-def _set_snapshot_gauges(metrics: QueryMetrics, index: QueryIndex | None) -> None:
+def _set_version_gauges(metrics: QueryMetrics, index: QueryIndex | None) -> None:
     if index is None:
-        metrics.snapshot_version.set(0)
+        metrics.served_version.set(0)
         return
-    metrics.snapshot_version.set(index.version)
-    metrics.snapshot_age.set(snapshot_age_s(index) or 0.0)
+    metrics.served_version.set(index.version)
+    metrics.version_age.set(version_age_s(index) or 0.0)
     metrics.reports_age.set(graph_basis(index.meta)["reports_age_s"] or 0.0)
     metrics.documents_indexed.set(len(index.documents))
     metrics.text_units_indexed.set(len(index.text_units))

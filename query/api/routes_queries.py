@@ -18,7 +18,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from query.api.errors import ApiError, documented, error_body
-from query.api.state import ServiceState
+from query.api.state import Service, ServiceState
 from query.api.views import result_view
 from query.deps import OnText
 from query.drift_search import DriftConfig
@@ -155,111 +155,117 @@ STREAMED: dict[int | str, dict[str, Any]] = {
 }
 
 
-def routes(state: ServiceState) -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["query"], responses=documented(401, 404, 413, 422, 503))
+router = APIRouter(prefix="/v1", tags=["query"], responses=documented(401, 404, 413, 422, 503))
 
-    async def answer(method: Method, req: QueryRequest, opts: QueryOptions) -> Any:
-        question = state.check_question(req.question)
-        index = await state.holder.at(req.as_of)
-        deps = state.require_deps()
 
-        async def work(on_text: OnText | None = None) -> QueryResult:
-            return await run_query(method, question, index, deps, opts, on_text)
+async def _answer(
+    state: ServiceState, method: Method, req: QueryRequest, opts: QueryOptions
+) -> Any:
+    question = state.check_question(req.question)
+    index = await state.holder.at(req.as_of)
+    deps = state.require_deps()
 
-        if req.stream:
-            return _stream(state, method, index, work)
-        result = await state.timed(method, work)
-        state.metrics.record_result(result)
-        return result_view(result, index)
+    async def work(on_text: OnText | None = None) -> QueryResult:
+        return await run_query(method, question, index, deps, opts, on_text)
 
-    @router.post(
-        "/query/local",
-        summary="Local search: the question's entities in context",
-        responses=STREAMED,
+    if req.stream:
+        return _stream(state, method, index, work)
+    result = await state.timed(method, work)
+    state.metrics.record_result(result)
+    return result_view(result, index)
+
+
+@router.post(
+    "/query/local",
+    summary="Local search: the question's entities in context",
+    responses=STREAMED,
+)
+async def query_local(state: Service, req: LocalQueryRequest) -> Any:
+    opts = req.options(
+        level=req.level,
+        top_k_entities=req.top_k_entities,
+        max_context_tokens=req.max_context_tokens,
     )
-    async def query_local(req: LocalQueryRequest) -> Any:
-        opts = req.options(
-            level=req.level,
-            top_k_entities=req.top_k_entities,
-            max_context_tokens=req.max_context_tokens,
-        )
-        return await answer("local", req, opts)
+    return await _answer(state, "local", req, opts)
 
-    @router.post(
-        "/query/global",
-        summary="Global search: map-reduce over community reports",
-        responses=STREAMED,
+
+@router.post(
+    "/query/global",
+    summary="Global search: map-reduce over community reports",
+    responses=STREAMED,
+)
+async def query_global(state: Service, req: GlobalQueryRequest) -> Any:
+    opts = req.options(level=req.level, dynamic=req.dynamic, batch_max_tokens=req.batch_max_tokens)
+    return await _answer(state, "global", req, opts)
+
+
+@router.post("/query/basic", summary="Basic search: the nearest text units", responses=STREAMED)
+async def query_basic(state: Service, req: BasicQueryRequest) -> Any:
+    return await _answer(
+        state, "basic", req, req.options(k=req.k, max_context_tokens=req.max_context_tokens)
     )
-    async def query_global(req: GlobalQueryRequest) -> Any:
-        opts = req.options(
-            level=req.level, dynamic=req.dynamic, batch_max_tokens=req.batch_max_tokens
-        )
-        return await answer("global", req, opts)
 
-    @router.post("/query/basic", summary="Basic search: the nearest text units", responses=STREAMED)
-    async def query_basic(req: BasicQueryRequest) -> Any:
-        return await answer(
-            "basic", req, req.options(k=req.k, max_context_tokens=req.max_context_tokens)
-        )
 
-    @router.post(
-        "/query/drift",
-        summary="DRIFT search: community reports first, then follow-ups by local search",
-        responses=STREAMED,
+@router.post(
+    "/query/drift",
+    summary="DRIFT search: community reports first, then follow-ups by local search",
+    responses=STREAMED,
+)
+async def query_drift(state: Service, req: DriftQueryRequest) -> Any:
+    config = DriftConfig.of(
+        state.settings.drift,
+        primer_k=req.primer_k,
+        followups=req.followups,
+        depth=req.depth,
+        local_max_tokens=req.local_max_tokens,
     )
-    async def query_drift(req: DriftQueryRequest) -> Any:
-        config = DriftConfig.of(
-            state.settings.drift,
-            primer_k=req.primer_k,
-            followups=req.followups,
-            depth=req.depth,
-            local_max_tokens=req.local_max_tokens,
-        )
-        return await answer("drift", req, req.options(drift=config))
+    return await _answer(state, "drift", req, req.options(drift=config))
 
-    @router.get("/questions", summary="Suggested next questions from a local context")
-    async def questions(
-        q: str = Query(..., min_length=1, description="The latest question"),
-        count: int = Query(5, ge=1, le=20),
-        since: str | None = None,
-        until: str | None = None,
-        as_of: str | None = Query(None, description="A graph version number or an ISO time"),
-    ) -> Any:
-        question = state.check_question(q)
-        index = await state.holder.at(as_of)
-        deps = state.require_deps()
-        opts = QueryOptions(since=since, until=until)
 
-        async def work() -> QuestionsResult:
-            return await run_questions(question, index, deps, count=count, opts=opts)
+@router.get("/questions", summary="Suggested next questions from a local context")
+async def questions(
+    state: Service,
+    q: str = Query(..., min_length=1, description="The latest question"),
+    count: int = Query(5, ge=1, le=20),
+    since: str | None = None,
+    until: str | None = None,
+    as_of: str | None = Query(None, description="A graph version number or an ISO time"),
+) -> Any:
+    question = state.check_question(q)
+    index = await state.holder.at(as_of)
+    deps = state.require_deps()
+    opts = QueryOptions(since=since, until=until)
 
-        result = await state.timed("questions", work)
+    async def work() -> QuestionsResult:
+        return await run_questions(question, index, deps, count=count, opts=opts)
+
+    result = await state.timed("questions", work)
+    return result.as_dict()
+
+
+@router.get("/trends", summary="Emerging communities, new entities, mention timelines")
+async def get_trends(
+    state: Service,
+    since: str | None = Query(None, description="ISO date or 'last N days'"),
+    until: str | None = None,
+    limit: int = Query(10, ge=1, le=200),
+    level: int | None = Query(None, ge=0, le=20),
+    as_of: str | None = Query(None, description="A graph version number or an ISO time"),
+    compare: str | None = Query(
+        None,
+        description="Answer the same question from this graph version too (a version "
+        "number or an ISO time) and show each community then beside now",
+    ),
+) -> Any:
+    index = await state.holder.at(as_of)
+    then = None if compare is None else await state.holder.at(compare)
+
+    async def work() -> dict[str, Any]:
+        window = parse_time_window(since, until, newest=index.newest)
+        result = trends(index, window, limit=limit, level=level)
+        if then is not None:
+            then_window = parse_time_window(since, until, newest=then.newest)
+            result = compare_trends(result, then, then_window, limit=limit, level=level)
         return result.as_dict()
 
-    @router.get("/trends", summary="Emerging communities, new entities, mention timelines")
-    async def get_trends(
-        since: str | None = Query(None, description="ISO date or 'last N days'"),
-        until: str | None = None,
-        limit: int = Query(10, ge=1, le=200),
-        level: int | None = Query(None, ge=0, le=20),
-        as_of: str | None = Query(None, description="A graph version number or an ISO time"),
-        compare: str | None = Query(
-            None,
-            description="Answer the same question from this graph version too (a version "
-            "number or an ISO time) and show each community then beside now",
-        ),
-    ) -> Any:
-        index = await state.holder.at(as_of)
-        then = None if compare is None else await state.holder.at(compare)
-
-        async def work() -> dict[str, Any]:
-            window = parse_time_window(since, until, newest=index.newest)
-            result = trends(index, window, limit=limit, level=level)
-            if then is not None:
-                then_window = parse_time_window(since, until, newest=then.newest)
-                result = compare_trends(result, then, then_window, limit=limit, level=level)
-            return result.as_dict()
-
-        return await state.timed("trends", work)
-
-    return router
+    return await state.timed("trends", work)

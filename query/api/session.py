@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 
 from core.settings import Settings
 from query.api.errors import ApiError, documented
+from query.api.state import Service
 
 COOKIE = "kgrag_session"
 SESSION_TTL_S = 12 * 3600
@@ -90,42 +91,44 @@ class SignIn(BaseModel):
     api_key: str = Field(..., min_length=1, max_length=1000, description="The service's API key")
 
 
-def routes(settings: Settings) -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["session"])
+router = APIRouter(prefix="/v1", tags=["session"])
 
-    @router.get("/session", summary="Whether this browser is signed in, and whether it must be")
-    async def get_session(request: Request) -> dict[str, bool]:
-        wanted = settings.api.api_key
-        return {
-            "key_required": bool(wanted),
-            "signed_in": not wanted or valid_session(wanted, request.cookies.get(COOKIE)),
-        }
 
-    @router.post(
-        "/session",
-        summary="Sign in with the API key: sets an HttpOnly, SameSite=Strict session cookie",
-        responses=documented(401, 422),
+@router.get("/session", summary="Whether this browser is signed in, and whether it must be")
+async def get_session(state: Service, request: Request) -> dict[str, bool]:
+    wanted = state.settings.api.api_key
+    return {
+        "key_required": bool(wanted),
+        "signed_in": not wanted or valid_session(wanted, request.cookies.get(COOKIE)),
+    }
+
+
+@router.post(
+    "/session",
+    summary="Sign in with the API key: sets an HttpOnly, SameSite=Strict session cookie",
+    responses=documented(401, 422),
+)
+async def sign_in(
+    state: Service, body: SignIn, request: Request, response: Response
+) -> dict[str, bool]:
+    wanted = state.settings.api.api_key
+    if not wanted:
+        return {"key_required": False, "signed_in": True}
+    if not key_matches(wanted, body.api_key):
+        raise ApiError(401, "unauthorized", "that is not the service's API key")
+    response.set_cookie(
+        COOKIE,
+        sign(wanted, int(time.time())),
+        max_age=SESSION_TTL_S,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
     )
-    async def sign_in(body: SignIn, request: Request, response: Response) -> dict[str, bool]:
-        wanted = settings.api.api_key
-        if not wanted:
-            return {"key_required": False, "signed_in": True}
-        if not key_matches(wanted, body.api_key):
-            raise ApiError(401, "unauthorized", "that is not the service's API key")
-        response.set_cookie(
-            COOKIE,
-            sign(wanted, int(time.time())),
-            max_age=SESSION_TTL_S,
-            path="/",
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-        )
-        return {"key_required": True, "signed_in": True}
+    return {"key_required": True, "signed_in": True}
 
-    @router.delete("/session", summary="Sign out: the session cookie is removed")
-    async def sign_out(response: Response) -> dict[str, bool]:
-        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
-        return {"key_required": bool(settings.api.api_key), "signed_in": False}
 
-    return router
+@router.delete("/session", summary="Sign out: the session cookie is removed")
+async def sign_out(state: Service, response: Response) -> dict[str, bool]:
+    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+    return {"key_required": bool(state.settings.api.api_key), "signed_in": False}

@@ -26,7 +26,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Annotated, TypeVar
+
+from fastapi import Depends, Request
 
 from core.graph_tables import (
     GraphStoreUnavailableError,
@@ -45,14 +47,15 @@ from query.api.errors import ApiError, api_error
 from query.deps import QueryDeps
 from query.index import QueryIndex
 from query.index_update import follow
-from query.metrics import LagProbe, QueryMetrics
+from query.kafka_probes import LagProbe, PendingProbe
+from query.metrics import QueryMetrics
 from query.text_store import BULK
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-NO_SNAPSHOT = (
+NO_VERSION = (
     "the index is not built yet: no graph snapshot has been published. Run a worker "
     "(`kgrag worker`), publish documents (`kgrag publish <file.jsonl>` or POST /v1/documents) "
     "and wait for the community job to write the first snapshot"
@@ -63,7 +66,7 @@ _OLDER_KEPT = 2  # indexes of as-of versions kept besides the one in service
 
 
 class IndexHolder:
-    """The ``QueryIndex`` in service, replaced (never mutated) when a newer snapshot appears."""
+    """The ``QueryIndex`` in service, replaced (never mutated) when a newer version appears."""
 
     def __init__(
         self,
@@ -96,7 +99,7 @@ class IndexHolder:
                 return held
             self._index, self.swapped_at = index, time.time()
             if self._metrics is not None:
-                self._metrics.snapshot_swaps.inc()
+                self._metrics.version_swaps.inc()
             return index
 
     def _poll(self) -> PointerStamp | None:
@@ -203,12 +206,12 @@ class IndexHolder:
 
     def _refresh_in_background(self) -> asyncio.Task[QueryIndex | None]:
         if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self.refresh(), name="snapshot-refresh")
+            self._task = asyncio.create_task(self.refresh(), name="version-refresh")
         return self._task
 
     async def get(self) -> QueryIndex | None:
         """The index to answer one request with: the current one, after starting a refresh
-        when the pointer moved; only the first snapshot is waited for."""
+        when the pointer moved; only the first version is waited for."""
         # a local store is asked at once (one stat); an object store only by ``run``'s polls,
         # in a worker thread, so no request waits on the network for it
         if not self.store.remote and self._poll() != self._stamp:
@@ -251,7 +254,7 @@ class IndexHolder:
         index = await self.get()
         if index is None:
             hint = None if self._settings is None else legacy_hint(self._settings, self.store)
-            raise ApiError(503, "index_not_built", hint or NO_SNAPSHOT)
+            raise ApiError(503, "index_not_built", hint or NO_VERSION)
         return index
 
     async def run(self, interval_s: float) -> None:
@@ -274,6 +277,7 @@ class ServiceState:
     holder: IndexHolder
     metrics: QueryMetrics
     lag: LagProbe
+    pending: PendingProbe
     publisher: DocumentPublisher
     deps: QueryDeps | None = None  # set by the app's lifespan
     topics_ready: bool = False
@@ -327,3 +331,13 @@ class ServiceState:
     async def close(self) -> None:
         await self.holder.stop()
         await self.publisher.stop()
+
+
+def service_state(request: Request) -> ServiceState:
+    """The app's ``ServiceState`` (``create_app`` puts it on ``app.state``), for ``Depends``."""
+    state: ServiceState = request.app.state.service
+    return state
+
+
+# A route handler's parameter ``state: Service`` receives the app's ``ServiceState``.
+Service = Annotated[ServiceState, Depends(service_state)]

@@ -66,13 +66,7 @@ def find_entity(index: QueryIndex, ident: str) -> SnapshotEntity | None:
 
 def entity_view(index: QueryIndex, e: SnapshotEntity, limit: int = 20) -> dict[str, Any]:
     e = index.full(e)
-    rels = sorted(
-        map(index.relationships.__getitem__, index.relationships_by_entity.get(e.id, ())),
-        key=lambda r: -index.combined_degree(r),
-    )
     units = [index.text_units[u] for u in index.entity_units(e.id)[:limit]]
-    canonical = index.aliases.resolve(e.id)
-    merged_into = next((r for r in index.aliases.whole(canonical) if r.alias == e.id), None)
     return {
         "id": e.human_readable_id,
         "key": e.id,
@@ -87,16 +81,7 @@ def entity_view(index: QueryIndex, e: SnapshotEntity, limit: int = 20) -> dict[s
         "communities": {
             str(level): n for level, n in sorted(index.entity_communities.get(e.id, {}).items())
         },
-        "relationships": [
-            {
-                "id": r.human_readable_id,
-                "source": r.source,
-                "target": r.target,
-                "description": r.description,
-                "weight": r.weight,
-            }
-            for r in map(index.full, rels[:limit])
-        ],
+        "relationships": _entity_relationships(index, e.id, limit),
         "claims": [
             {
                 "id": c.human_readable_id,
@@ -115,18 +100,41 @@ def entity_view(index: QueryIndex, e: SnapshotEntity, limit: int = 20) -> dict[s
         ],
         "namesake_units": len(index.aliases.namesake_units(e.id)),
         # the entity this name resolves to, when it is an alias
-        "alias_of": None
-        if merged_into is None
-        else {
-            "key": canonical,
-            "id": index.entities[canonical].human_readable_id
-            if canonical in index.entities
-            else None,
-            "title": merged_into.canonical_title,
-            "rule": merged_into.rule,
-            "evidence": merged_into.evidence,
-        },
+        "alias_of": _alias_of(index, e.id),
         "snapshot_version": index.version,
+    }
+
+
+def _entity_relationships(index: QueryIndex, key: str, limit: int) -> list[dict[str, Any]]:
+    """An entity's relationships, the best connected first."""
+    rels = sorted(
+        map(index.relationships.__getitem__, index.relationships_by_entity.get(key, ())),
+        key=lambda r: -index.combined_degree(r),
+    )
+    return [
+        {
+            "id": r.human_readable_id,
+            "source": r.source,
+            "target": r.target,
+            "description": r.description,
+            "weight": r.weight,
+        }
+        for r in map(index.full, rels[:limit])
+    ]
+
+
+def _alias_of(index: QueryIndex, key: str) -> dict[str, Any] | None:
+    """The entity ``key`` resolves to and why, when it is an alias (else None)."""
+    canonical = index.aliases.resolve(key)
+    merged_into = next((r for r in index.aliases.whole(canonical) if r.alias == key), None)
+    if merged_into is None:
+        return None
+    return {
+        "key": canonical,
+        "id": index.entities[canonical].human_readable_id if canonical in index.entities else None,
+        "title": merged_into.canonical_title,
+        "rule": merged_into.rule,
+        "evidence": merged_into.evidence,
     }
 
 
@@ -236,16 +244,16 @@ def list_communities(
     return [community_summary(index, c, scores[c.community]) for c in chosen]
 
 
-def snapshot_age_s(index: QueryIndex) -> float | None:
+def version_age_s(index: QueryIndex) -> float | None:
     return age_s(index.meta.created_at)
 
 
-def snapshot_info(index: QueryIndex) -> dict[str, Any]:
+def version_view(index: QueryIndex) -> dict[str, Any]:
     meta = index.meta
     return {
         "version": meta.version,
         "created_at": meta.created_at,
-        "age_s": snapshot_age_s(index),
+        "age_s": version_age_s(index),
         "kind": meta.kind,
         **{k: v for k, v in graph_basis(meta).items() if k.startswith("reports_")},
         "newest_document_time": meta.newest_document_time,

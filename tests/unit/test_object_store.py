@@ -180,7 +180,7 @@ def test_an_unreachable_store_is_a_503_saying_so_never_a_500(tmp_path: Path) -> 
     store = FlakyStore(tmp_path / "tables")
     store.write(graph(1, {1: "first"}))
     app = create_app(
-        api_settings(tmp_path), deps=query_deps(), snapshot_store=store, refresh_interval_s=30
+        api_settings(tmp_path), deps=query_deps(), graph_store=store, refresh_interval_s=30
     )
     with TestClient(app, raise_server_exceptions=False) as client:
         store.down = True

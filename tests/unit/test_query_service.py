@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 import orjson
 import pytest
@@ -32,6 +32,7 @@ from query.api.state import IndexHolder
 from query.citations import cited_ids
 from query.deps import QueryDeps
 from query.index import QueryIndex
+from query.metrics import METRICS, QueryMetrics
 from query.offline_answers import OFFLINE_LABEL
 from query.sse import answer_pieces
 from tests.unit.test_query_support import ScriptedLLM, deps, ent, entity_store, world
@@ -79,7 +80,7 @@ def client_for(
     tmp: Path, store: GraphTables, *, api_key: str | None = None, llm: Any = None
 ) -> TestClient:
     app = create_app(
-        settings(tmp, api_key), deps=query_deps(llm), snapshot_store=store, refresh_interval_s=30
+        settings(tmp, api_key), deps=query_deps(llm), graph_store=store, refresh_interval_s=30
     )
     headers = {"X-API-Key": api_key} if api_key else {}
     return TestClient(app, headers=headers)
@@ -558,7 +559,7 @@ def no_lag(monkeypatch: pytest.MonkeyPatch) -> None:
     async def fake(settings: Settings, **kw: Any) -> dict[str, int]:
         return {}
 
-    monkeypatch.setattr("query.metrics.consumer_lag", fake)
+    monkeypatch.setattr("query.kafka_probes.consumer_lag", fake)
 
 
 class TestHealthCommunityJob:
@@ -751,3 +752,14 @@ class TestHealthWorkers:
         assert f"kgrag_worker_alive{labels} 1.0" in text
         assert f"kgrag_watchdog_repairs{labels} 2.0" in text
         assert f"kgrag_watchdog_failures{labels} 1.0" in text
+
+
+def test_every_declared_metric_is_a_typed_attribute() -> None:
+    """``METRICS`` (the table) and ``QueryMetrics``'s annotations name the same attributes,
+    each built as the kind its annotation says."""
+    metrics = QueryMetrics()
+    annotated = get_type_hints(QueryMetrics)
+    assert [s.attr for s in METRICS] == list(annotated)
+    for spec in METRICS:
+        assert isinstance(getattr(metrics, spec.attr), annotated[spec.attr])
+        assert spec.kind is annotated[spec.attr]
