@@ -195,9 +195,10 @@ async def open_deps(
         except VectorStoreError as e:
             log.warning("%s; will retry on the first query", e)
         llm = build_llm(settings, registry)
+        embedder = build_embedder(settings)
         try:
             yield QueryDeps(
-                embedder=build_embedder(settings),
+                embedder=embedder,
                 store=store,
                 prompts=PromptLibrary(settings.extraction.prompts_dir),
                 count_tokens=token_counter(settings.chunking.encoding),
@@ -205,8 +206,10 @@ async def open_deps(
                 price=None if llm is None else settings.llm.price(),
             )
         finally:
-            close = getattr(llm, "aclose", None)
-            if close is not None:  # its HTTP connections, else left for the interpreter's exit
-                await close()
+            # Their HTTP connections, else left open until the garbage collector finds them.
+            for client in (llm, embedder):
+                close = getattr(client, "aclose", None)
+                if close is not None:
+                    await close()
     finally:
         await store.close()

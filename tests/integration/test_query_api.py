@@ -209,6 +209,9 @@ async def write_vectors(settings: Settings, snapshot: Snapshot) -> None:
                 for r, v in zip(reports, rvec, strict=True)
             ],
         )
+    close = getattr(embedder, "aclose", None)
+    if close is not None:  # an OpenAI-compatible embedder's HTTP connections
+        await close()
 
 
 async def drop_vectors(settings: Settings) -> None:
