@@ -49,6 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agents.community.result import RunResult
 from agents.community.runner import Runner
 from bench.incremental import DATA, Folder, load_documents, settings_for
 from bench.record import Target, mode_argument, ratio, record, timing
@@ -82,7 +83,7 @@ def code_digest() -> str:
     return h.hexdigest()[:16]
 
 
-async def job_run(settings: Settings, state: JobState) -> tuple[dict[str, Any], float]:
+async def job_run(settings: Settings, state: JobState) -> tuple[RunResult, float]:
     started = time.monotonic()
     result = await Runner(settings, state, write_vectors=False).run()
     return result, time.monotonic() - started
@@ -103,8 +104,7 @@ def warm_state(corpus: Corpus, n: int, work: Path) -> Warm:
     state = JobState(view=folder.view)
     result, base_s = asyncio.run(job_run(settings_for(work / "base"), state))
     print(
-        f"[{n}] folded in {fold_s:.0f}s, first run {base_s:.0f}s: "
-        f"{result['communities']} communities",
+        f"[{n}] folded in {fold_s:.0f}s, first run {base_s:.0f}s: {result.communities} communities",
         flush=True,
     )
     warm = Warm(folder, state, base_s, fold_s)
@@ -136,13 +136,13 @@ def change_run(
         cfg = settings.community
         frontier = frontier_nodes(graph, w.state.hierarchy, cfg.frontier_tolerance)
         result, wall = asyncio.run(job_run(settings, w.state))
-        run_s = wall - result["timings"].get("snapshot", 0.0)
+        run_s = wall - result.timings.get("snapshot", 0.0)
         tries.append((run_s, wall, result, len(frontier), len(graph.nodes)))
         del w, graph
     tries.sort(key=lambda t: t[0])
     run_s, wall, result, reclustered, nodes = tries[len(tries) // 2]
-    phases = dict(result["timings"])
-    events = dict(sorted(Counter(e["kind"] for e in result["events"]).items()))
+    phases = dict(result.timings)
+    events = dict(sorted(Counter(e["kind"] for e in result.events).items()))
     row = {
         "corpus_articles": n,
         "added_articles": added,
@@ -151,10 +151,10 @@ def change_run(
         "phases": phases,
         "nodes_reclustered": reclustered,
         "nodes_total": nodes,
-        "planned": result["planned"],
-        "reports_regenerated": result["regenerated"],
-        "reports_total": result["communities"],
-        "reports_share": round(result["regenerated"] / max(1, result["communities"]), 4),
+        "planned": result.planned,
+        "reports_regenerated": result.regenerated,
+        "reports_total": result.communities,
+        "reports_share": round(result.regenerated / max(1, result.communities), 4),
         "events": events,
         # community lineage only: report updates and alias merges are not structural
         "structural_events": sum(v for k, v in events.items() if k not in NOT_STRUCTURAL),
@@ -188,10 +188,10 @@ def drift(warm: Warm, corpus: Corpus, n: int, steps: int, work: Path) -> list[di
             "articles": at,
             "modularity_maintained": round(w.state.hierarchy.modularity, 5),
             "modularity_scratch": round(scratch.modularity, 5),
-            "rebalanced": bool(result["drift"] and result["drift"]["rebalanced"]),
-            "drift_checked": result["drift"] is not None,
-            "reports_regenerated": result["regenerated"],
-            "run_s": round(wall - result["timings"].get("snapshot", 0.0), 3),
+            "rebalanced": bool(result.drift and result.drift.rebalanced),
+            "drift_checked": result.drift is not None,
+            "reports_regenerated": result.regenerated,
+            "run_s": round(wall - result.timings.get("snapshot", 0.0), 3),
         }
         print(f"[{n}] drift {row}", flush=True)
         out.append(row)
@@ -222,7 +222,7 @@ def measure_corpus(n: int, drift_steps: int, repeat: int) -> dict[str, Any]:
         "relationships": size["rels"],
         "runs": runs,
         "full_rerun_s": round(full_s, 2),
-        "full_rerun_reports": full["regenerated"],
+        "full_rerun_reports": full.regenerated,
     }
     if n == DRIFT_CORPUS and drift_steps:
         out["drift"] = drift(warm, corpus, n, drift_steps, work / "drift")

@@ -183,7 +183,7 @@ def measure(n: int, corpus: Corpus, where: str = "local") -> dict[str, Any]:
     warm.state.tables_known = None  # commit the whole graph into empty tables
     settings, root = on_store(settings_for(work / "tables"), where)
     result, full_s = asyncio.run(job_run(settings, warm.state))
-    commit_s_full = result["timings"].get("snapshot", 0.0)
+    commit_s_full = result.timings.get("snapshot", 0.0)
     full_bytes = tree_bytes(root)
     store = open_graph_store(settings)
     json_bytes = sum(len(b) for b in snapshot_to_tables(store.load()).values())
@@ -230,7 +230,7 @@ def measure(n: int, corpus: Corpus, where: str = "local") -> dict[str, Any]:
         "share_plus40": round(plus40 / full_bytes, 4),
         "rows_plus40": info.changed,
         "commit_s_full": round(commit_s_full, 3),
-        "commit_s_plus40": round(result["timings"].get("snapshot", 0.0), 3),
+        "commit_s_plus40": round(result.timings.get("snapshot", 0.0), 3),
         "first_run_s": round(full_s, 2),
         "load_s": round(load_s, 2),
         "swap_ms": [round(s * 1000) for s in swaps],
@@ -247,7 +247,7 @@ def measure(n: int, corpus: Corpus, where: str = "local") -> dict[str, Any]:
         "query_growth_mib": round(served["peak"] - empty["peak"], 1),
         "maintain_s": round(maintain_s, 2),
         "live_files_before_maintain": files_before,
-        "reports_regenerated_plus40": result["regenerated"],
+        "reports_regenerated_plus40": result.regenerated,
     }
     print(f"[{n}] {row}", flush=True)
     return row

@@ -47,6 +47,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import agents.community.runner as runner_module
+from agents.community.result import RunResult
 from agents.community.runner import Runner
 from bench.record import Target, mode_argument, record, timing
 from bench.results_io import REUTERS_DEV
@@ -140,7 +141,7 @@ def settings_for(data_dir: Path) -> Settings:
     )
 
 
-async def run_once(settings: Settings, state: JobState) -> tuple[dict[str, Any], float]:
+async def run_once(settings: Settings, state: JobState) -> tuple[RunResult, float]:
     started = time.monotonic()
     result = await Runner(settings, state, write_vectors=False).run()
     return result, time.monotonic() - started
@@ -257,10 +258,10 @@ def thaw(data: bytes) -> tuple[Folder, JobState]:
     return folder, state
 
 
-def phase_timings(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def phase_timings(runs: list[RunResult]) -> dict[str, Any]:
     """Each phase of ``Runner.timings`` over the repeats (the phases every repeat had)."""
-    phases = [k for k in runs[0]["timings"] if all(k in r["timings"] for r in runs)]
-    return {k: timing([r["timings"][k] for r in runs], 3) for k in phases}
+    phases = [k for k in runs[0].timings if all(k in r.timings for r in runs)]
+    return {k: timing([r.timings[k] for r in runs], 3) for k in phases}
 
 
 # ---- main ---------------------------------------------------------------------------------------
@@ -285,14 +286,14 @@ async def bench(data: Path, n_base: int, n_added: int, repeat: int, work: Path) 
     try:
         state = JobState(view=folder.view)
         base, base_s = await run_once(settings, state)
-        print(f"base run: {base['communities']} communities in {base_s:.1f}s {base['timings']}")
+        print(f"base run: {base.communities} communities in {base_s:.1f}s {base.timings}")
         previous_communities = state.communities
         base_levels = previous_and_levels(state)
         warm = freeze(folder, state)
         del folder, state
 
         # the +1% run, each repeat from a copy of the warm state and of its data directory
-        incs: list[dict[str, Any]] = []
+        incs: list[RunResult] = []
         walls: list[float] = []
         for i in range(repeat):
             folder_i, state_i = thaw(warm)
@@ -301,7 +302,7 @@ async def bench(data: Path, n_base: int, n_added: int, repeat: int, work: Path) 
             for doc in docs[n_base:]:
                 folder_i.add(doc)
             inc_i, wall = await run_once(settings_i, state_i)
-            print(f"+{n_added} run: {inc_i['regenerated']}/{inc_i['communities']} in {wall:.1f}s")
+            print(f"+{n_added} run: {inc_i.regenerated}/{inc_i.communities} in {wall:.1f}s")
             incs.append(inc_i)
             walls.append(wall)
             if i == 0:  # the figures of the run itself: every repeat makes the same
@@ -331,13 +332,13 @@ async def bench(data: Path, n_base: int, n_added: int, repeat: int, work: Path) 
 
         # the full rerun: a fresh state on a copy of the same graph, each in its own directory
         after = freeze(folder)
-        fulls: list[dict[str, Any]] = []
+        fulls: list[RunResult] = []
         full_walls: list[float] = []
         for i in range(repeat):
             fresh, _ = thaw(after)
             fresh_state = JobState(view=fresh.view)
             full, full_s = await run_once(settings_for(work / f"full{i}"), fresh_state)
-            print(f"full rerun: {full['regenerated']} reports in {full_s:.1f}s")
+            print(f"full rerun: {full.regenerated} reports in {full_s:.1f}s")
             fulls.append(full)
             full_walls.append(full_s)
             shutil.rmtree(work / f"full{i}", ignore_errors=True)
@@ -345,7 +346,7 @@ async def bench(data: Path, n_base: int, n_added: int, repeat: int, work: Path) 
     finally:
         runner_module.plan_reports = recorder._inner
 
-    share = inc["regenerated"] / max(1, inc["communities"])
+    share = inc.regenerated / max(1, inc.communities)
     gap = (cold_q - warm_q) / cold_q if cold_q else 0.0
     full = fulls[0]
     return {
@@ -359,16 +360,16 @@ async def bench(data: Path, n_base: int, n_added: int, repeat: int, work: Path) 
             "fold_base_s": round(fold_s, 2),  # once: it makes the warm state
         },
         "base_run": {  # once: it makes the warm state
-            "communities": base["communities"],
-            "reports_written": base["regenerated"],
+            "communities": base.communities,
+            "reports_written": base.regenerated,
             "levels": base_levels,
             "wall_s": round(base_s, 2),
-            "timings": base["timings"],
+            "timings": base.timings,
         },
         "incremental_run": {
             "added_articles": n_added,
-            "communities": inc["communities"],
-            "reports_regenerated": inc["regenerated"],
+            "communities": inc.communities,
+            "reports_regenerated": inc.regenerated,
             "reports_total": len(snap.community_reports),
             "regenerated_share": round(share, 4),
             "reasons": reasons(plan),
@@ -380,7 +381,7 @@ async def bench(data: Path, n_base: int, n_added: int, repeat: int, work: Path) 
                 state.communities,
                 settings.community.materiality_threshold,
             ),
-            "events": dict(Counter(e["kind"] for e in inc["events"])),
+            "events": dict(Counter(e["kind"] for e in inc.events)),
             "unreflected_max": round(max(unreflected, default=0.0), 4),
             "unreflected_mean": round(sum(unreflected) / max(1, len(unreflected)), 4),
             "reports_with_unreflected": sum(1 for u in unreflected if u > 0),
@@ -388,14 +389,12 @@ async def bench(data: Path, n_base: int, n_added: int, repeat: int, work: Path) 
             "timings": phase_timings(incs),
         },
         "full_rerun": {
-            "communities": full["communities"],
-            "report_writer_calls": full["regenerated"],
+            "communities": full.communities,
+            "report_writer_calls": full.regenerated,
             "wall_s": timing(full_walls, 2),
             "timings": phase_timings(fulls),
         },
-        "report_calls_incremental_vs_full": round(
-            inc["regenerated"] / max(1, full["regenerated"]), 4
-        ),
+        "report_calls_incremental_vs_full": round(inc.regenerated / max(1, full.regenerated), 4),
         "partition": {
             "modularity_warm": round(warm_q, 5),
             "modularity_scratch": round(cold_q, 5),

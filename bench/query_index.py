@@ -146,7 +146,7 @@ async def prepare(
             "community_job": round(t2 - t1, 1),
             "embed_and_upsert": round(t3 - t2, 1),
         },
-        "community_job_timings": run["timings"],
+        "community_job_timings": run.timings,
     }
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(json.dumps(built, indent=2), encoding="utf-8")

@@ -47,7 +47,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from agents.community import runner
+from agents.community import inbox, runner
+from agents.community.result import RunResult
 from agents.community.state import checkpoint_offsets
 from core.graph_tables import GraphStoreUnavailableError
 from core.job_status import (
@@ -62,6 +63,7 @@ from core.job_status import (
     write_status,
 )
 from core.settings import Settings
+from graph.job_state import ItemFailure
 
 log = logging.getLogger(__name__)
 
@@ -156,11 +158,13 @@ class RunFailed(Exception):
         self.transient = transient
 
 
-def _failed_items(failures: dict[str, dict[str, Any]]) -> tuple[FailedItem, ...]:
+def _failed_items(failures: dict[str, ItemFailure]) -> tuple[FailedItem, ...]:
     items = []
     for key, f in list(failures.items())[:FAILED_ITEMS_SHOWN]:
         kind, _, item = key.partition(":")
-        items.append(FailedItem(kind, item, **f))
+        items.append(
+            FailedItem(kind, item, f.reason, f.attempts, f.first_failed_at, f.next_retry_at)
+        )
     return tuple(items)
 
 
@@ -206,7 +210,7 @@ class CommunityJob:
             max_workers=1,
             mp_context=context,
             # never outlive a job process that was killed; keep the inbox
-            initializer=runner.child_init,
+            initializer=inbox.child_init,
             initargs=(self._inbox,),
         )
 
@@ -376,7 +380,7 @@ class CommunityJob:
 
     async def _feed_during(self, call: asyncio.Future[Any], feed: AIOKafkaConsumer) -> None:
         """While a run works, keep reading ``graph-changes`` and send the child what is due
-        for a light commit, which it makes between the run's phases (``runner.Runner``)."""
+        for a light commit, which it makes between the run's phases (``inbox.Absorber``)."""
         cfg = self.settings.community
         if cfg.fresh_commit_s <= 0:
             return
@@ -392,11 +396,11 @@ class CommunityJob:
         """A light commit of the rows the pending changes wrote (see ``runner.absorb``)."""
         changes, offsets = self.feed.take_pending()
         result = await self._in_pool(runner.absorb, self._settings_json, changes, offsets)
-        if result.get("version") is not None:
+        if result.version is not None:
             self._set_status(
                 light_commits=self.status.light_commits + 1,
                 last_light_commit=LightCommit(
-                    int(result["version"]), time.time(), len(changes), float(result["seconds"])
+                    result.version, time.time(), len(changes), result.seconds
                 ),
             )
         else:
@@ -412,21 +416,30 @@ class CommunityJob:
             )
             if feed is not None:
                 await self._feed_during(call, feed)
-            result = await call
+            result: RunResult = await call
         self.runs += 1
         self._consecutive_failures = 0
-        self._next_due_at = result.get("next_due_at")
-        # the lineage events, keyed by community (each one's events in order), then the run's
-        # headline digest under one key, so a reader gets it in rank order
-        events = [*result.get("events", []), *result.get("headlines", [])]
+        self._next_due_at = result.next_due_at
+        events = await self._publish(producer, result)
+        duration = time.monotonic() - started
+        self._record_run(result, len(changes), events, duration)
+        _log_run(result, len(changes), events, duration)
+
+    async def _publish(self, producer: AIOKafkaProducer, result: RunResult) -> int:
+        """The lineage events, keyed by community (each one's events in order), then the run's
+        headline digest under one key, so a reader gets it in rank order; how many."""
+        events = [*result.events, *result.headlines]
         topic = self.settings.topics.community_events
         for event in events:
             key = "headline" if event.get("kind") == "headline" else event.get("community_id")
             await producer.send(topic, orjson.dumps(event), key=str(key or "").encode())
         await producer.flush()
-        duration = time.monotonic() - started
-        failures = result.get("failures", {})
-        light = [int(v) for v in result.get("light_commits", [])]
+        return len(events)
+
+    def _record_run(self, result: RunResult, changes: int, events: int, duration: float) -> None:
+        """The run in the job's status: its ``last_run``, the light commits made between its
+        phases, and the items waiting for a retry."""
+        light = result.light_commits
         if light:  # made between the run's phases
             self.status = replace(
                 self.status,
@@ -437,39 +450,42 @@ class CommunityJob:
             state="waiting",
             runs=self.status.runs + 1,
             last_run=LastRun(
-                version=int(result.get("version", 0)),
+                version=result.version,
                 finished_at=time.time(),
                 duration_s=round(duration, 3),
-                changes=len(changes),
-                events=len(events),
-                reports_regenerated=int(result.get("regenerated", 0)),
-                summaries_written=int(result.get("summaries_written", 0)),
-                failed_items=len(result.get("failed_this_run", [])),
-                llm_calls=dict(result.get("llm_calls", {})),
-                phases=dict(result.get("timings", {})),
-                llm_tokens=dict(result.get("llm_tokens", {})),
-                cost_usd=float(result.get("cost_usd", 0.0)),
+                changes=changes,
+                events=events,
+                reports_regenerated=result.regenerated,
+                summaries_written=result.summaries_written,
+                failed_items=len(result.failed_this_run),
+                llm_calls=dict(result.llm_calls),
+                phases=dict(result.timings),
+                llm_tokens=dict(result.llm_tokens),
+                cost_usd=result.cost_usd,
             ),
-            failed_items_total=len(failures),
-            failed_items=_failed_items(failures),
+            failed_items_total=len(result.failures),
+            failed_items=_failed_items(result.failures),
         )
+
+
+def _log_run(result: RunResult, changes: int, events: int, duration: float) -> None:
+    log.info(
+        "community run %s: %d changes, %d events, %d reports, %d summaries, %d refused, %.1fs",
+        result.version,
+        changes,
+        events,
+        result.regenerated,
+        result.summaries_written,
+        len(result.failed_this_run),
+        duration,
+    )
+    drift = result.drift
+    if drift:
         log.info(
-            "community run %s: %d changes, %d events, %d reports, %d summaries, %d refused, %.1fs",
-            result.get("version"),
-            len(changes),
-            len(events),
-            result.get("regenerated", 0),
-            result.get("summaries_written", 0),
-            len(result.get("failed_this_run", [])),
-            duration,
+            "community run %s: modularity %.4f maintained, %.4f fresh (gap %.2f%%)%s",
+            result.version,
+            drift.maintained,
+            drift.scratch,
+            100 * drift.gap,
+            ": re-balanced" if drift.rebalanced else "",
         )
-        drift = result.get("drift")
-        if drift:
-            log.info(
-                "community run %s: modularity %.4f maintained, %.4f fresh (gap %.2f%%)%s",
-                result.get("version"),
-                drift["maintained"],
-                drift["scratch"],
-                100 * drift["gap"],
-                ": re-balanced" if drift["rebalanced"] else "",
-            )

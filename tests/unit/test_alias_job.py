@@ -58,11 +58,11 @@ async def test_a_run_resolves_an_acronym_audits_it_and_writes_the_table(tmp_path
     world, job = await steady_job(tmp_path)
     introduce_otc(world)
     result = await job.run(world.view)
-    aliased = [e for e in result["events"] if e["kind"] == "aliased"]
+    aliased = [e for e in result.events if e["kind"] == "aliased"]
     assert [(e["alias"], e["canonical"], e["rule"]) for e in aliased] == [("otc", OTC, "acronym")]
     assert "mentioned together in 1 text unit" in aliased[0]["evidence"]
     assert aliased[0]["title"] == "OTC = Orion Trade Council"
-    assert result["aliases"]["merged"] == 1
+    assert result.aliases.merged == 1
     snap = job.snapshot()
     assert [(a.alias, a.canonical, a.rule) for a in snap.aliases] == [("otc", OTC, "acronym")]
 
@@ -77,14 +77,14 @@ async def test_a_run_resolves_an_acronym_audits_it_and_writes_the_table(tmp_path
     # the next run reports nothing new about it
     world.say("doc-quiet", [("Vega A 2", "Vega A 2 opened a branch.")])
     again = await job.run(world.view)
-    assert not [e for e in again["events"] if e["kind"] in ("aliased", "unaliased")]
+    assert not [e for e in again.events if e["kind"] in ("aliased", "unaliased")]
     # resolved around the change, not afresh
-    assert 0 < again["aliases"]["keys_decided"] < len(world.view.entities) / 2
+    assert 0 < again.aliases.keys_decided < len(world.view.entities) / 2
 
     # the evidence retracted (the full name is gone from the graph): the merge is undone
     world.view.apply(GraphChange("chunk-x", "doc-x", True, deleted_entities=(OTC,)))
     undone = await job.run(world.view)
-    unaliased = [e for e in undone["events"] if e["kind"] == "unaliased"]
+    unaliased = [e for e in undone.events if e["kind"] == "unaliased"]
     assert [(e["alias"], e["canonical"]) for e in unaliased] == [("otc", OTC)]
     assert job.snapshot().aliases == ()
 
@@ -143,7 +143,7 @@ async def test_a_checkpoint_from_before_aliases_resolves_the_whole_graph(tmp_pat
     job.state = upgrade_state(job.state)
     assert job.state.resolution is None
     result = await job.run(world.view)
-    assert [e["alias"] for e in result["events"] if e["kind"] == "aliased"] == ["otc"]
+    assert [e["alias"] for e in result.events if e["kind"] == "aliased"] == ["otc"]
     assert job.state.resolution is not None and "otc" in job.state.resolution.merges
 
 
@@ -212,7 +212,7 @@ async def test_in_llm_mode_an_uncertain_alias_is_confirmed_by_the_model(tmp_path
     [prompt] = confirmations(model)
     assert "Name A: OTC" in prompt and "Name B: Orion Trade Council" in prompt
     assert "The Orion Trade Council (OTC) met on Monday." in prompt  # the passage both share
-    assert [e["alias"] for e in result["events"] if e["kind"] == "aliased"] == ["otc"]
+    assert [e["alias"] for e in result.events if e["kind"] == "aliased"] == ["otc"]
     assert state.alias_verdicts == {decision_id("otc", OTC): True}
 
 
@@ -221,7 +221,7 @@ async def test_an_alias_the_model_rejects_is_not_made_and_not_asked_again(
 ) -> None:
     model = strict(verdict=False)
     world, (settings, state, result) = await llm_run(tmp_path, model)
-    assert not [e for e in result["events"] if e["kind"] == "aliased"]
+    assert not [e for e in result.events if e["kind"] == "aliased"]
     assert "otc" in state.resolution.merges  # the rules' decision, kept to be judged once
     assert state.names_resolved() is not None and "otc" not in state.names_resolved().merges
     assert open_graph_store(settings).load().aliases == ()

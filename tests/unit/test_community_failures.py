@@ -23,6 +23,7 @@ import pytest
 
 import agents.community.runner as runner_module
 from agents.community.job import CommunityJob, RunFailed
+from agents.community.result import RunResult
 from agents.community.runner import Runner
 from agents.community.state import upgrade_state
 from core.errors import LLMError
@@ -86,9 +87,9 @@ class LLMJob:
     settings: Any
     model: ScriptedModel
     state: JobState = field(default_factory=JobState)
-    last: dict[str, Any] = field(default_factory=dict)
+    last: RunResult | None = None
 
-    async def run(self, world: World) -> dict[str, Any]:
+    async def run(self, world: World) -> RunResult:
         self.state.view = world.view
         self.last = await Runner(
             self.settings, self.state, llm=self.model, write_vectors=False
@@ -113,15 +114,15 @@ class TestRefusedReports:
         result = await job.run(base_world())
         refused = {c.id for c in job.state.communities if entity_key("Vega A 1") in c.entity_keys}
         assert refused, "the refused entity sits in a desk and a group"
-        assert set(result["failed_this_run"]) == {f"report:{cid}" for cid in refused}
+        assert set(result.failed_this_run) == {f"report:{cid}" for cid in refused}
         for cid in refused:
             assert job.report(cid).mode == "offline"  # a stand-in, marked as such
-            failure = result["failures"][f"report:{cid}"]
-            assert "filtered" in failure["reason"] and failure["attempts"] == 1
-            assert failure["next_retry_at"] == 1000.0 + job.settings.community.retry_base_s
+            failure = result.failures[f"report:{cid}"]
+            assert "filtered" in failure.reason and failure.attempts == 1
+            assert failure.next_retry_at == 1000.0 + job.settings.community.retry_base_s
         others = {c.id for c in job.state.communities} - refused
         assert others and all(job.report(cid).mode == "llm" for cid in others)
-        assert result["next_due_at"] == 1000.0 + job.settings.community.retry_base_s
+        assert result.next_due_at == 1000.0 + job.settings.community.retry_base_s
 
     async def test_a_refused_item_waits_for_its_backoff_then_is_retried(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -135,16 +136,16 @@ class TestRefusedReports:
         calls = model.calls["community_report"]
         at(monkeypatch, 1010.0)  # before the retry is due: no call for them
         result = await job.run(world)
-        assert model.calls["community_report"] == calls and result["regenerated"] == 0
+        assert model.calls["community_report"] == calls and result.regenerated == 0
         at(monkeypatch, 1000.0 + 31)  # due, and refused again: the wait doubles
         result = await job.run(world)
         assert model.calls["community_report"] == calls + len(refused)
-        f = result["failures"][f"report:{next(iter(refused))}"]
-        assert f["attempts"] == 2 and f["next_retry_at"] == 1031.0 + 60
+        f = result.failures[f"report:{next(iter(refused))}"]
+        assert f.attempts == 2 and f.next_retry_at == 1031.0 + 60
         model.refuse.clear()
         at(monkeypatch, 1100.0)  # due, and written this time
         result = await job.run(world)
-        assert result["failures"] == {} and result["next_due_at"] is None
+        assert result.failures == {} and result.next_due_at is None
         assert all(job.report(cid).mode == "llm" for cid in refused)
 
     async def test_a_refused_regeneration_keeps_the_previous_report(
@@ -160,7 +161,7 @@ class TestRefusedReports:
         world.say("doc-fine", [("Orion B 1", "Orion B 1 was fined by the regulator.")])
         model.refuse.add("Orion B 1")
         result = await job.run(world)
-        assert f"report:{leaf.id}" in result["failed_this_run"]
+        assert f"report:{leaf.id}" in result.failed_this_run
         kept = job.report(leaf.id)
         assert (kept.title, kept.mode, kept.generated_in) == (
             before.title,
@@ -168,7 +169,7 @@ class TestRefusedReports:
             before.generated_in,
         )
         assert kept.unreflected > 0  # the snapshot says the report misses something
-        assert not any(e["community_id"] == leaf.id for e in result["events"])
+        assert not any(e["community_id"] == leaf.id for e in result.events)
 
     async def test_an_answer_that_never_parses_is_a_refusal_with_its_reason(
         self, tmp_path: Path
@@ -178,10 +179,10 @@ class TestRefusedReports:
             ScriptedModel(garble={"Lyra 2"}, only="community_report"),
         )
         result = await job.run(base_world())
-        garbled = [i for i in result["failed_this_run"] if i.startswith("report:")]
+        garbled = [i for i in result.failed_this_run if i.startswith("report:")]
         assert garbled
-        assert all("did not parse" in result["failures"][i]["reason"] for i in garbled)
-        assert result["llm_calls"]["community_report"] == len(job.state.communities) + len(
+        assert all("did not parse" in result.failures[i].reason for i in garbled)
+        assert result.llm_calls["community_report"] == len(job.state.communities) + len(
             garbled
         )  # one retry each
 
@@ -195,7 +196,7 @@ class TestBatchedReports:
         result = await job.run(base_world())
         communities = job.state.communities
         assert all(job.report(c.id).mode == "llm" for c in communities)
-        calls = result["llm_calls"]
+        calls = result.llm_calls
         assert calls.get("community_reports", 0) >= 2
         assert calls["community_reports"] + calls.get("community_report", 0) < len(communities)
 
@@ -207,20 +208,20 @@ class TestBatchedReports:
 
         job = LLMJob(settings_for(tmp_path), Priced())
         result = await job.run(base_world())
-        calls = sum(result["llm_calls"].values())
-        assert calls and result["llm_tokens"] == {
+        calls = sum(result.llm_calls.values())
+        assert calls and result.llm_tokens == {
             "prompt": 1_000 * calls,
             "completion": 100 * calls,
         }
         # the default chat model, gpt-4o-mini: $0.15 in, $0.60 out per million tokens
-        assert result["cost_usd"] == pytest.approx(calls * (1_000 * 0.15 + 100 * 0.60) / 1e6)
+        assert result.cost_usd == pytest.approx(calls * (1_000 * 0.15 + 100 * 0.60) / 1e6)
 
     async def test_a_refused_batch_is_written_one_by_one(self, tmp_path: Path) -> None:
         model = ScriptedModel(refuse={"Lyra 2"}, only="community_report")
         job = LLMJob(settings_for(tmp_path), model)
         result = await job.run(base_world())
         refused = {c.id for c in job.state.communities if entity_key("Lyra 2") in c.entity_keys}
-        assert set(result["failed_this_run"]) == {f"report:{cid}" for cid in refused}
+        assert set(result.failed_this_run) == {f"report:{cid}" for cid in refused}
         assert all(
             job.report(c.id).mode == "llm" for c in job.state.communities if c.id not in refused
         )
@@ -260,7 +261,7 @@ class TestSummaries:
             world.say(f"doc-more-{i}", [("Orion A 1", f"Orion A 1 hired {i} traders in Lima.")])
         model.refuse.add("traders in Lima")
         result = await job.run(world)
-        assert f"summary:{slot}" in result["failed_this_run"]
+        assert f"summary:{slot}" in result.failed_this_run
         assert job.state.summaries[slot].text == first
         model.refuse.clear()
         at(monkeypatch, 1000.0 + 31)
@@ -286,15 +287,15 @@ class TestSummaries:
         assert len(record.basis) == 4
         world.say("doc-new-1", [("Vega B 2", "Vega B 2 lost a contract in Oslo.")])
         result = await job.run(world)
-        assert job.state.summaries[slot] == record and result["summaries_deferred"] >= 1
-        assert result["next_due_at"] == 1000.0 + job.settings.community.summary_max_age_s
+        assert job.state.summaries[slot] == record and result.summaries_deferred >= 1
+        assert result.next_due_at == 1000.0 + job.settings.community.summary_max_age_s
         world.say("doc-new-2", [("Vega B 2", "Vega B 2 won a contract in Bergen.")])
         result = await job.run(world)
         assert job.state.summaries[slot].basis == record.basis | {
             "Vega B 2 lost a contract in Oslo.",
             "Vega B 2 won a contract in Bergen.",
         }
-        assert result["llm_calls"]["summarize_descriptions"] == 1
+        assert result.llm_calls["summarize_descriptions"] == 1
 
     async def test_a_summary_missing_something_is_redone_once_it_is_old(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

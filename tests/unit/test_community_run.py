@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import graph.evidence as evidence_module
+from agents.community.result import RunResult
 from agents.community.runner import Runner
 from core.graph_tables import open_graph_store
 from core.settings import CommunitySettings, LLMSettings, Settings, load_settings
@@ -114,9 +115,9 @@ def make_settings(tmp: Path, **community: Any) -> Settings:
 class Job:
     settings: Settings
     state: JobState = field(default_factory=JobState)
-    last: dict[str, Any] = field(default_factory=dict)
+    last: RunResult | None = None
 
-    async def run(self, view: GraphView) -> dict[str, Any]:
+    async def run(self, view: GraphView) -> RunResult:
         self.state.view = view
         self.last = await Runner(self.settings, self.state, write_vectors=False).run()
         return self.last
@@ -129,7 +130,8 @@ class Job:
         return {r.id for r in snap.community_reports if r.generated_in == snap.meta.version}
 
     def kinds(self) -> list[str]:
-        return sorted(e["kind"] for e in self.last["events"])
+        assert self.last is not None, "no run yet"
+        return sorted(e["kind"] for e in self.last.events)
 
 
 def holding(communities: tuple[Community, ...], key: str) -> set[str]:
@@ -173,11 +175,11 @@ class TestFirstRuns:
     ) -> None:
         world, job = base_world(), Job(settings_for(tmp_path))
         result = await job.run(world.view)
-        assert [e["kind"] for e in result["events"]] == ["bootstrap"]
-        assert result["events"][0]["size"] == len(world.view.entities)
+        assert [e["kind"] for e in result.events] == ["bootstrap"]
+        assert result.events[0]["size"] == len(world.view.entities)
         snap = job.snapshot()
         assert {r.id for r in snap.community_reports} == {c.id for c in snap.communities}
-        assert result["regenerated"] == len(snap.communities) == 18  # 6 groups, 12 desks
+        assert result.regenerated == len(snap.communities) == 18  # 6 groups, 12 desks
         assert {c.level for c in snap.communities} == {0, 1}
 
     async def test_second_run_on_the_same_graph_changes_nothing(self, tmp_path: Path) -> None:
@@ -185,7 +187,7 @@ class TestFirstRuns:
         await job.run(world.view)
         first = job.snapshot()
         result = await job.run(world.view)
-        assert result["regenerated"] == 0 and result["events"] == []
+        assert result.regenerated == 0 and result.events == []
         second = job.snapshot()
         assert second.meta.version == first.meta.version + 1
         assert second.community_reports == first.community_reports
@@ -214,11 +216,11 @@ class TestRegeneration:
             ],
         )
         result = await job.run(world.view)
-        kinds = [e["kind"] for e in result["events"]]
-        assert kinds == ["emerged"], result["events"]
+        kinds = [e["kind"] for e in result.events]
+        assert kinds == ["emerged"], result.events
         new = {c.id for c in job.state.communities} - before
-        assert len(new) == 1 and result["events"][0]["community_id"] in new
-        assert set(result["events"][0]["top_entities"]) == set(members)
+        assert len(new) == 1 and result.events[0]["community_id"] in new
+        assert set(result.events[0]["top_entities"]) == set(members)
         assert job.regenerated() == new
         after = {r.id: r for r in job.snapshot().community_reports}
         assert {k: after[k] for k in reports_before} == reports_before
@@ -248,13 +250,13 @@ class TestRegeneration:
         assert leaf.id in regenerated
         assert regenerated <= {leaf.id} | parents
         assert (regenerated >= parents) is parent_regenerated
-        reasons = {e["community_id"]: e["reason"] for e in result["events"]}
+        reasons = {e["community_id"]: e["reason"] for e in result.events}
         assert reasons[leaf.id] == "new_evidence"
         for pid in parents & regenerated:
             # only because its context used the regenerated child's report
             assert reasons[pid] == "child_report_regenerated"
             assert leaf.id in bases[pid].used_child_reports
-        assert {e["kind"] for e in result["events"]} == {"report_updated"}
+        assert {e["kind"] for e in result.events} == {"report_updated"}
         report = next(r for r in job.snapshot().community_reports if r.id == leaf.id)
         assert report.unreflected == 0.0
 
@@ -265,7 +267,7 @@ class TestRegeneration:
         world.say("doc-again", [("Orion B 5", known)], day="1987-03-09")
         assert world.view.entities["orion b 5"].mention_count == 2
         result = await job.run(world.view)
-        assert result["regenerated"] == 0 and result["events"] == []
+        assert result.regenerated == 0 and result.events == []
         assert job.snapshot().community_reports == reports
 
     async def test_evidence_below_the_threshold_is_recorded_per_report(
@@ -277,7 +279,7 @@ class TestRegeneration:
         leaf = leaf_of(communities, "vega a 2")
         world.say("doc-small", [("Vega A 2", "Vega A 2 opened a branch in Lisbon.")])
         result = await job.run(world.view)
-        assert result["regenerated"] == 0
+        assert result.regenerated == 0
         snap = job.snapshot()
         unreflected = {r.id: r.unreflected for r in snap.community_reports}
         touched = {leaf.id} | ancestors(communities, leaf.id)
@@ -375,7 +377,7 @@ class TestStability:
         reports = job.snapshot().community_reports
         restored = Job(job.settings, pickle.loads(pickle.dumps(job.state)))
         result = await restored.run(restored.state.view)
-        assert result["regenerated"] == 0 and result["events"] == []
+        assert result.regenerated == 0 and result.events == []
         snap = restored.snapshot()
         assert snap.meta.version == job.state.version + 1
         assert snap.community_reports == reports
@@ -410,7 +412,7 @@ class TestPlanningScope:
         leaf = leaf_of(communities, "vega a 2")
         world.say("doc-small", [("Vega A 2", "Vega A 2 opened a branch in Lisbon.")])
         result = await job.run(world.view)
-        assert result["planned"] == 1 + len(ancestors(communities, leaf.id)) < len(communities)
+        assert result.planned == 1 + len(ancestors(communities, leaf.id)) < len(communities)
 
     async def test_planning_what_changed_decides_as_planning_everything(
         self, tmp_path: Path
@@ -433,13 +435,13 @@ class TestPlanningScope:
             jobs[0].state.evidence = None  # every relationship of the view read instead
             assert report_graph(worlds[0].view, jobs[0].state, keys) == via_index, step
             jobs[0].state.evidence = kept
-            assert results[0]["events"] == results[1]["events"], step
-            assert results[0]["regenerated"] == results[1]["regenerated"], step
+            assert results[0].events == results[1].events, step
+            assert results[0].regenerated == results[1].regenerated, step
             snaps = [job.snapshot() for job in jobs]
             assert snaps[0].community_reports == snaps[1].community_reports, step
             assert snaps[0].meta.unreflected_max == snaps[1].meta.unreflected_max, step
-        assert results[1]["planned"] == results[1]["communities"]
-        assert results[0]["planned"] < results[0]["communities"]
+        assert results[1].planned == results[1].communities
+        assert results[0].planned < results[0].communities
 
     async def test_a_view_from_an_older_checkpoint_plans_every_community(
         self, tmp_path: Path
@@ -451,23 +453,23 @@ class TestPlanningScope:
         job.state = upgrade_state(job.state)
         world.say("doc-small", [("Vega A 2", "Vega A 2 opened a branch in Lisbon.")])
         result = await job.run(world.view)
-        assert result["planned"] == result["communities"]
+        assert result.planned == result.communities
         world.say("doc-later", [("Vega A 2", "Vega A 2 closed a branch in Porto.")])
-        assert (await job.run(world.view))["planned"] < result["communities"]
+        assert (await job.run(world.view)).planned < result.communities
 
 
 class TestDrift:
     async def test_every_nth_run_compares_with_a_fresh_clustering(self, tmp_path: Path) -> None:
         world, job = base_world(), Job(settings_for(tmp_path, drift_check_every=2))
         results = [await job.run(world.view) for _ in range(4)]
-        checked = [r["drift"] for r in results]
+        checked = [r.drift for r in results]
         assert checked[0] is None and checked[2] is None  # versions 1 and 3
         for drift in (checked[1], checked[3]):
-            assert drift is not None and drift["scratch"] > 0
-            assert drift["gap"] <= job.settings.community.rebalance_gap
-            assert not drift["rebalanced"]
+            assert drift is not None and drift.scratch > 0
+            assert drift.gap <= job.settings.community.rebalance_gap
+            assert not drift.rebalanced
         never = Job(settings_for(tmp_path / "never", drift_check_every=0))
-        assert all([(await never.run(world.view))["drift"] is None for _ in range(3)])
+        assert all([(await never.run(world.view)).drift is None for _ in range(3)])
 
     async def test_a_rebalance_rewrites_only_what_changed_materially(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -480,6 +482,6 @@ class TestDrift:
         reports = job.snapshot().community_reports
         monkeypatch.setattr(community_run, "scratch_modularity", lambda graph, seed: 0.99)
         result = await job.run(world.view)
-        assert result["drift"]["rebalanced"]
-        assert result["regenerated"] == 0 and result["events"] == []
+        assert result.drift is not None and result.drift.rebalanced
+        assert result.regenerated == 0 and result.events == []
         assert job.snapshot().community_reports == reports

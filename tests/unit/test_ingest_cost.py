@@ -19,7 +19,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import graph.snapshots
-from agents.community.runner import light_commit
+from agents.community.commit import light_commit
 from agents.community.state import upgrade_state
 from agents.extractor import ExtractionMetrics, build_extractor
 from core import graph_tables

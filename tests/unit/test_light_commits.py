@@ -18,9 +18,10 @@ from typing import Any, cast
 import orjson
 import pytest
 
-from agents.community import runner
+import agents.community.inbox as child_inbox
+from agents.community.commit import light_commit
 from agents.community.job import Feed
-from agents.community.runner import light_commit
+from agents.community.texts import Texts
 from core.graph_tables import GraphTables, open_graph_store
 from graph.community_run import assign_record_ids
 from graph.graph_changes import entity_changed, text_unit_retracted
@@ -347,10 +348,10 @@ class TestDuringARun:
         await job.run(world.view)
         inbox: queue.Queue[Any] = queue.Queue()
         inbox.put((self.tapped(world, "doc-new", "Nova Trading"), {0: 99}))
-        monkeypatch.setattr(runner, "_INBOX", inbox)
+        monkeypatch.setattr(child_inbox, "_INBOX", inbox)
         result = await job.run(world.view)
-        [light] = result["light_commits"]
-        assert light < result["version"]
+        [light] = result.light_commits
+        assert light < result.version
         rows = store_of(job).load(light)
         assert rows.meta.kind == "rows" and entity_key("Nova Trading") in {
             e.id for e in rows.entities
@@ -366,21 +367,21 @@ class TestDuringARun:
         await job.run(world.view)
         world.group("Draco")  # a new storyline: its communities get reports in this run
         inbox: queue.Queue[Any] = queue.Queue()
-        monkeypatch.setattr(runner, "_INBOX", inbox)
-        reports = runner.Runner._reports
+        monkeypatch.setattr(child_inbox, "_INBOX", inbox)
+        reports = Texts.reports
 
-        async def reports_then_hand_over(self: runner.Runner, *args: Any) -> set[str]:
+        async def reports_then_hand_over(self: Texts, *args: Any) -> set[str]:
             done = await reports(self, *args)
             inbox.put((TestDuringARun.tapped(world, "doc-b", "Vela Shipping"), {0: 5}))
             return done
 
-        monkeypatch.setattr(runner.Runner, "_reports", reports_then_hand_over)
+        monkeypatch.setattr(Texts, "reports", reports_then_hand_over)
         result = await job.run(world.view)
-        [light] = result["light_commits"]
-        assert result["version"] == light + 1
+        [light] = result.light_commits
+        assert result.version == light + 1
         snap = store_of(job).load()
         regenerated = {r.id for r in snap.community_reports if r.generated_in == snap.meta.version}
-        assert regenerated and result["regenerated"] == len(regenerated)
+        assert regenerated and result.regenerated == len(regenerated)
         assert not [r for r in snap.community_reports if r.generated_in == light]
 
 

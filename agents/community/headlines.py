@@ -1,0 +1,154 @@
+"""The run's headline digest: the storylines that emerged or surged lately, each with why.
+
+Of the ``community.headlines_per_run`` best storylines that emerged or surged in the last
+``headline_window_days`` of document time (``graph.storylines``), those not headlined before
+are published, one ``headline`` event each; one headlined before is left out until its
+documents in the window grow by ``headline_regrowth`` since (``JobState.headlined`` keeps the
+counts). Only the communities the window's documents mention are scored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import date
+from typing import Any
+
+from core.settings import CommunitySettings
+from graph.job_state import JobState
+from graph.snapshot_assembly import newest_time
+from graph.snapshot_model import SnapshotCommunity
+from graph.storylines import (
+    StoryDetail,
+    Storyline,
+    ViewStories,
+    describe,
+    fold,
+    newsworthy,
+    window_back,
+    window_documents,
+    window_nodes,
+)
+
+
+def headlines(
+    cfg: CommunitySettings,
+    state: JobState,
+    rows: Sequence[SnapshotCommunity],
+    version: int,
+    *,
+    llm: bool,
+) -> list[dict[str, Any]]:
+    """The run's ``headline`` events, in rank order; ``llm``: the run writes with a model
+    (then every report's title names its storyline, else only those a model wrote)."""
+    newest = newest_time(state.view)
+    live = {c.id for c in rows}
+    state.headlined = {k: v for k, v in state.headlined.items() if k in live}
+    if cfg.headlines_per_run == 0 or not rows or not newest:
+        return []
+    try:
+        end = date.fromisoformat(newest[:10])
+    except ValueError:
+        return []
+    since = window_back(end, cfg.headline_window_days)
+    lookup = ViewStories(state.view)
+    out: list[dict[str, Any]] = []
+    for rank, row in enumerate(_front(cfg, state, rows, since, end, llm=llm), 1):
+        ids = (row.node.id, *row.folded)
+        before = max((state.headlined.get(i, 0) for i in ids), default=0)
+        if before and row.documents < before * (1.0 + cfg.headline_regrowth):
+            continue
+        for i in ids:
+            state.headlined.pop(i, None)
+        state.headlined[row.node.id] = row.documents
+        detail = describe(row, lookup, since, end)
+        out.append(_headline(rank, row, detail, bool(before), since, end, version, newest))
+    return out
+
+
+def _front(
+    cfg: CommunitySettings,
+    state: JobState,
+    rows: Sequence[SnapshotCommunity],
+    since: date,
+    end: date,
+    *,
+    llm: bool,
+) -> list[Storyline]:
+    """The window's newsworthy storylines, best first, at most ``headlines_per_run``."""
+    llm_titles = {r.community: r.title for r in state.reports.values() if llm or r.mode == "llm"}
+    member_of: dict[str, list[int]] = {}
+    for c in rows:
+        for k in c.entity_ids:
+            member_of.setdefault(k, []).append(c.community)
+    first, last = since.isoformat(), end.isoformat()
+    units = state.view.text_units
+    documents = window_documents(
+        (
+            (
+                u.document_id,
+                date.fromisoformat(u.published_at[:10]),
+                state.view.unit_entities.get(u.id, ()),
+            )
+            for u in units.values()
+            if first <= u.published_at[:10] <= last
+        ),
+        member_of,
+        since,
+        end,
+    )
+    nodes, baseline = window_nodes(rows, documents, llm_titles)
+    ranked = fold(
+        nodes,
+        since,
+        end,
+        limit=cfg.headlines_per_run * 5,
+        documents=documents,
+        baseline=baseline,
+        reach=False,  # a headline does not list what its row holds
+    )
+    return newsworthy(
+        ranked,
+        min_documents=cfg.headline_min_documents,
+        min_ratio=cfg.headline_min_ratio,
+        min_significance=cfg.headline_min_significance,
+    )[: cfg.headlines_per_run]
+
+
+def _headline(
+    rank: int,
+    row: Storyline,
+    detail: StoryDetail,
+    again: bool,
+    since: date,
+    end: date,
+    version: int,
+    newest: str,
+) -> dict[str, Any]:
+    return {
+        "kind": "headline",
+        "rank": rank,  # its place among the run's newsworthy storylines
+        "community_id": row.node.id,
+        "community": row.node.community,
+        "level": row.node.level,
+        "title": detail.title,
+        "size": len(row.node.members),
+        "why": {
+            "since": since.isoformat(),
+            "until": end.isoformat(),
+            "documents": row.documents,
+            "expected_documents": round(row.expected_documents, 2),
+            "ratio": round(row.ratio, 2),
+            "significance": round(row.significance, 1),
+            "mentions": row.recent,
+            "mentions_before": row.earlier,
+            "score": round(row.score, 3),
+            "again": again,
+        },
+        "new_entities": [asdict(m) for m in detail.new_entities],
+        "top_documents": [asdict(d) for d in detail.top_documents],
+        "top_entities": list(detail.top_entities),
+        "folded": list(row.folded),
+        "snapshot_version": version,
+        "newest_document_time": newest,
+    }

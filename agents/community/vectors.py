@@ -1,0 +1,49 @@
+"""Report vectors in Weaviate: regenerated reports embedded, dissolved communities' deleted.
+
+The snapshot is what the query service reads; the vectors only find reports by meaning, so a
+store that cannot be reached costs this run's vectors, not the run: they are rewritten with
+the report's next change.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+from core.settings import Settings
+from graph.model import Community
+from graph.snapshot_model import SnapshotReport
+
+log = logging.getLogger(__name__)
+
+
+async def write_report_vectors(
+    settings: Settings,
+    reports: Sequence[SnapshotReport],
+    previous: Mapping[str, Community],
+    current: Mapping[str, Community],
+    regenerated: set[str],
+) -> None:
+    """Embed regenerated reports; delete the vectors of dissolved communities' reports."""
+    fresh = [r for r in reports if r.id in regenerated]
+    gone = [cid for cid in previous if cid not in current]
+    if not fresh and not gone:
+        return
+    from core.clients import build_embedder  # the clients' imports take a second
+    from core.vector_store import VectorStoreError, WeaviateStore
+
+    embedder = build_embedder(settings)
+    vectors = await embedder.embed([f"{r.title}\n{r.summary}" for r in fresh])
+    try:
+        async with WeaviateStore(settings) as store:
+            await store.upsert(
+                "report",
+                [
+                    (r.id, v, {"level": r.level, "title": r.title, "summary": r.summary})
+                    for r, v in zip(fresh, vectors, strict=True)
+                ],
+            )
+            await store.delete("report", gone)
+    except VectorStoreError as e:
+        # Reports stay in the snapshot; their vectors are rewritten with the next change.
+        log.warning("report vectors not written this run: %s", e)
