@@ -49,7 +49,6 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from agents.community import runner
 from agents.community.state import checkpoint_offsets
-from core.graph_tables import GraphStoreUnavailableError
 from core.job_status import (
     FAILED_ITEMS_SHOWN,
     HEARTBEAT_S,
@@ -62,6 +61,7 @@ from core.job_status import (
     write_status,
 )
 from core.settings import Settings
+from core.tables.errors import GraphStoreUnavailableError
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,9 @@ from typing import Any
 from agents.community.state import forget_state, load_state, save_state_soon
 from agents.community.writers import Refused, Writers, build_writers
 from core.children import die_with_parent
-from core.graph_tables import GraphTables, open_graph_store
 from core.settings import ModelPrice, Settings, cost_usd
+from core.tables.opening import open_graph_store
+from core.tables.store import GraphTables
 from core.tokenizer import count_tokens, get_encoding
 from graph.aliases import (
     AliasChange,
