@@ -1,2 +1,1 @@
-"""The graph's versioned Delta Lake tables: schema and codecs, merge-on-read, the store, its
-maintenance, opening, and the conversion of the snapshot directories of earlier releases."""
+"""The graph's versioned Delta Lake tables, and the conversion of earlier releases' snapshots."""
