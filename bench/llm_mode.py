@@ -58,7 +58,8 @@ from core.job_status import read_status
 from core.lag import reflects_everything
 from core.publish import publish
 from core.settings import Settings, load_settings
-from core.snapshot_store import SnapshotStore, SnapshotStoreError
+from core.tables.errors import SnapshotStoreError
+from core.tables.legacy_snapshots import SnapshotStore
 from core.tokenizer import ensure_offline_bpe
 from kgrag.testing.scripted_text import content_text, n_tokens
 

@@ -21,8 +21,8 @@ from typing import Any
 from agents.community.runner import Runner
 from agents.embedder import entity_text, text_unit_properties, top_descriptions
 from core.clients import build_embedder
-from core.graph_tables import open_graph_store
 from core.settings import Settings
+from core.tables.opening import open_graph_store
 from core.tokenizer import get_encoding
 from core.vector_store import WeaviateStore
 from graph.chunking import chunk_document

@@ -154,7 +154,7 @@ async def send(settings: Settings, docs: Iterable[Document]) -> int:
 
 async def complete_run(settings: Settings, after: int, timeout_s: float) -> int:
     """The first community-run version newer than ``after`` that holds everything published."""
-    from core.graph_tables import open_graph_store
+    from core.tables.opening import open_graph_store
 
     store = open_graph_store(settings)
     deadline = time.monotonic() + timeout_s

@@ -63,9 +63,9 @@ from bench.results_io import (
     target,
     write_result,
 )
-from core.graph_tables import open_graph_store
 from core.publish import publish
 from core.settings import Settings, load_settings
+from core.tables.opening import open_graph_store
 from query.index import QueryIndex
 from query.sse import event_feed
 

@@ -35,7 +35,7 @@ from graph.errors import InvalidDocumentError
 from graph.model import Document
 
 if TYPE_CHECKING:  # the tables' imports (pyarrow, deltalake) are left to those who read them
-    from core.graph_tables import GraphTables
+    from core.tables.store import GraphTables
 
 
 class DocumentPublisher:

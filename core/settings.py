@@ -699,7 +699,7 @@ class Settings(BaseSettings):
 
     @property
     def tables_uri(self) -> str:
-        """The namespace's graph tables (Delta Lake, ``core.graph_tables``)."""
+        """The namespace's graph tables (Delta Lake, ``core.tables``)."""
         return f"{self.namespace_uri}/tables"
 
 

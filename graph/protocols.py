@@ -77,8 +77,8 @@ class VectorStore(Protocol):
 
 
 class SnapshotStore(Protocol):
-    """Versioned, immutable graph versions: the graph tables (``core.graph_tables``), and the
-    snapshot directories of earlier releases (``core.snapshot_store``, read to convert).
+    """Versioned, immutable graph versions: the graph tables (``core.tables``), and the
+    snapshot directories of earlier releases (``core.tables.legacy_snapshots``, read to convert).
 
     Versions only go up: ``write`` of a version at or below the pointer's raises instead of
     moving the pointer back. ``load`` never returns a half-written snapshot.

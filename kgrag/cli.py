@@ -267,8 +267,8 @@ def delete_cmd(
 ) -> None:
     """Delete published documents: everything they contributed to the graph and its vectors
     is retracted, and entities, relationships and communities left with no evidence go."""
-    from core.graph_tables import open_graph_store
     from core.publish import UNKNOWN_HINT, delete_documents, plan_deletion
+    from core.tables.opening import open_graph_store
     from streams.admin import ensure_topics
 
     settings = _settings()
@@ -311,7 +311,8 @@ def export_cmd(
 ) -> None:
     """Write the latest graph version (or --version) as Microsoft GraphRAG output tables,
     with the vectors its local, basic and DRIFT search read."""
-    from core.graph_tables import legacy_hint, open_graph_store
+    from core.tables.migration import legacy_hint
+    from core.tables.opening import open_graph_store
     from kgrag.export import export_graphrag, read_vectors, write_vectors
 
     if fmt != "graphrag":
@@ -349,7 +350,8 @@ def migrate_cmd() -> None:
     The latest old snapshot becomes the first graph version; nothing happens once graph
     tables exist.
     """
-    from core.graph_tables import convert_legacy_snapshots, open_graph_store
+    from core.tables.migration import convert_legacy_snapshots
+    from core.tables.opening import open_graph_store
 
     settings = _settings()
     store = open_graph_store(settings)

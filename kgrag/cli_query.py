@@ -24,9 +24,11 @@ from rich.table import Table
 from rich.text import Text
 
 from core.errors import KgragError
-from core.graph_tables import GraphTablesError, legacy_hint, open_graph_store, parse_as_of
 from core.settings import Settings, get_settings
-from core.snapshot_store import SnapshotNotFoundError
+from core.tables.errors import GraphTablesError, SnapshotNotFoundError
+from core.tables.migration import legacy_hint
+from core.tables.opening import open_graph_store
+from core.tables.versions import parse_as_of
 from query.index import QueryIndex
 from query.results import QueryResult, describe_basis
 

@@ -32,12 +32,12 @@ from rich.console import Console
 from rich.table import Table
 
 from core.errors import KgragError
-from core.graph_tables import open_graph_store
 from core.health import Eta, assess, describe_job, eta, format_duration, pending_changes
 from core.job_status import JobStatus, read_status
 from core.lag import VECTOR_TOPICS, consumer_lag
 from core.settings import Settings, get_settings
-from core.snapshot_store import SnapshotStoreError
+from core.tables.errors import SnapshotStoreError
+from core.tables.opening import open_graph_store
 from core.worker_status import WatchdogStatus, describe_failures, read_watchdog_statuses
 
 log = logging.getLogger(__name__)

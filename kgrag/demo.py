@@ -30,9 +30,9 @@ from rich.console import Console
 from rich.table import Table
 
 from core.errors import KgragError
-from core.graph_tables import open_graph_store
 from core.publish import publish
 from core.settings import Settings
+from core.tables.opening import open_graph_store
 from core.vector_store import WeaviateStore
 from kgrag.services import launcher
 from streams.admin import delete_namespace_topics, ensure_topics

@@ -19,7 +19,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from core.graph_tables import GraphTables
+from core.tables.store import GraphTables
 from graph.keys import entity_key
 from graph.leiden_graph import gc_paused
 from graph.snapshot_model import (

@@ -1,12 +1,12 @@
 """Following graph versions row by row: the next version's ``QueryIndex`` from the one in service
-and the rows that changed in between (``core.graph_tables.GraphTables.changes``), without
+and the rows that changed in between (``core.tables.store.GraphTables.changes``), without
 reading or indexing the whole graph again.
 
 The old index is never mutated (a query that started on it finishes on it): every map is
 copied, a C-level dict copy that takes milliseconds at 100k rows, and only the entries the
 changes reach are rewritten; unchanged row objects are shared. The result equals
 ``QueryIndex.from_snapshot`` of the new version (the tests check it), including the columns the
-graph tables derive on reading (``core.graph_tables.derived_columns``): an entity's ``degree`` and
+graph tables derive on reading (``core.tables.derived.derived_columns``): an entity's ``degree`` and
 the ``combined_degree`` of its relationships move when a relationship reaches it, and a
 community's ``relationship_ids`` and ``text_unit_ids`` when one of its members' do (except in a
 *lean* index, read by the query service's reader, which carries neither).
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from core.graph_tables import TableChange
+from core.tables.versions import TableChange
 from graph.keys import entity_key
 from graph.leiden_graph import gc_paused
 from graph.snapshot_model import (

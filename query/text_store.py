@@ -31,7 +31,8 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from core.graph_tables import TABLES, rows_to_arrow, stored_decoder
+from core.tables.codecs import rows_to_arrow, stored_decoder
+from graph.snapshots import TABLES
 
 # the columns kept here, per graph table; everything else stays in the row objects
 BULK: Mapping[str, tuple[str, ...]] = {

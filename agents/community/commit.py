@@ -17,7 +17,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from core.graph_tables import GraphTables, open_graph_store
+from core.tables.opening import open_graph_store
+from core.tables.store import GraphTables
 from core.settings import ModelPrice, Settings, cost_usd
 from graph.aliases import alias_rows
 from graph.graph_view import GraphView, Touched

@@ -50,7 +50,6 @@ from aiokafka.errors import TopicAlreadyExistsError
 from agents.community import inbox, runner
 from agents.community.result import RunResult
 from agents.community.state import checkpoint_offsets
-from core.graph_tables import GraphStoreUnavailableError
 from core.job_status import (
     FAILED_ITEMS_SHOWN,
     HEARTBEAT_S,
@@ -64,6 +63,7 @@ from core.job_status import (
 )
 from core.settings import Settings
 from graph.job_state import ItemFailure
+from core.tables.errors import GraphStoreUnavailableError
 
 log = logging.getLogger(__name__)
 

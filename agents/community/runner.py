@@ -44,7 +44,7 @@ from agents.community.state import forget_state, load_state, save_state_soon
 from agents.community.texts import Texts
 from agents.community.vectors import write_report_vectors
 from agents.community.writers import Writers, build_writers
-from core.graph_tables import GraphTables
+from core.tables.store import GraphTables
 from core.settings import Settings, cost_usd
 from core.tokenizer import count_tokens, get_encoding
 from graph.aliases import AliasChange, Resolution, alias_changes, resolve_view

@@ -15,9 +15,10 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
-from core.graph_tables import GraphTables, open_graph_store
 from core.publish import DocumentPublisher
 from core.settings import Settings
+from core.tables.opening import open_graph_store
+from core.tables.store import GraphTables
 from query.api import dashboard, routes_documents, routes_graph, routes_ops, routes_queries, session
 from query.api.errors import install_error_handlers
 from query.api.middleware import BodyLimit, api_key_guard

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core.errors import ConfigError, LLMError
-from core.graph_tables import GraphStoreUnavailableError
+from core.tables.errors import GraphStoreUnavailableError
 from core.vector_store import VectorStoreError
 from graph.errors import PicklableError
 from prompts import PromptError

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from core.errors import ConfigError
 from core.publish import UNKNOWN_HINT, plan_deletion
-from core.snapshot_store import SnapshotStoreError
+from core.tables.errors import SnapshotStoreError
 from graph.documents import document_from_obj
 from graph.errors import InvalidDocumentError
 from query.api.errors import ApiError, documented

@@ -14,7 +14,7 @@ import orjson
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from core.snapshot_store import SnapshotStoreError
+from core.tables.errors import SnapshotStoreError
 from graph.documents import has_control_characters
 from graph.lineage import PUBLISHED_KINDS, kinds_shown
 from graph.snapshot_model import SnapshotCommunity, SnapshotEntity

@@ -30,18 +30,18 @@ from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
 
-from core.graph_tables import (
-    GraphStoreUnavailableError,
-    GraphTables,
-    GraphTablesError,
-    VersionInfo,
-    legacy_hint,
-    parse_as_of,
-    release_memory,
-)
 from core.publish import DocumentPublisher
 from core.settings import Settings
-from core.snapshot_store import PointerStamp, SnapshotNotFoundError, SnapshotStoreError
+from core.tables.errors import (
+    GraphStoreUnavailableError,
+    GraphTablesError,
+    SnapshotNotFoundError,
+    SnapshotStoreError,
+)
+from core.tables.migration import legacy_hint
+from core.tables.reader import release_memory
+from core.tables.store import GraphTables
+from core.tables.versions import PointerStamp, VersionInfo, parse_as_of
 from graph.leiden_graph import gc_paused
 from query.api.errors import ApiError, api_error
 from query.deps import QueryDeps

@@ -295,7 +295,7 @@ async def run_caught_up(
     consumed every graph change written so far, and no newer version followed for a few
     seconds. ``idle_pipeline``: also wait until the worker has committed every message it
     consumes (a retraction still on its way through the extractor is not in graph-changes)."""
-    from core.snapshot_store import SnapshotNotFoundError
+    from core.tables.errors import SnapshotNotFoundError
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -414,9 +414,9 @@ def complete_llm_version(settings: Settings, wanted: set[str]) -> Snapshot | Non
     """The latest version once a run wrote it with every wanted document, LLM reports for
     every community and every article's changes folded in, and Weaviate holds a vector for
     each of its entities, text units and reports; else None."""
-    from core.graph_tables import open_graph_store
     from core.lag import reflects_everything
-    from core.snapshot_store import SnapshotStoreError
+    from core.tables.errors import SnapshotStoreError
+    from core.tables.opening import open_graph_store
 
     try:
         snap = open_graph_store(settings).load()

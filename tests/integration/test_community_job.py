@@ -34,10 +34,11 @@ import httpx
 import pytest
 
 from agents.community.state import CHECKPOINT, job_dir
-from core.graph_tables import GraphTables, open_graph_store
 from core.publish import publish
 from core.settings import LLMSettings, Settings
-from core.snapshot_store import SnapshotNotFoundError
+from core.tables.errors import SnapshotNotFoundError
+from core.tables.opening import open_graph_store
+from core.tables.store import GraphTables
 from graph.keys import entity_key
 from graph.snapshot_model import Snapshot
 from kgrag.testing.scripted_contexts import parse_tables

@@ -22,9 +22,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from core.graph_tables import GraphTables, open_graph_store
 from core.publish import publish
 from core.settings import LLMSettings, Settings, cost_usd
+from core.tables.opening import open_graph_store
+from core.tables.store import GraphTables
 from graph.snapshot_model import Snapshot
 from kgrag.testing.scripted_llm import ScriptedLLMServer
 from streams.admin import delete_namespace_topics, ensure_topics

@@ -29,9 +29,10 @@ import pyarrow as pa
 import pytest
 from pydantic import SecretStr
 
-from core.graph_tables import GraphTables, open_graph_store
 from core.object_store import delta_storage_options
 from core.settings import LLMSettings, Settings, TablesSettings
+from core.tables.opening import open_graph_store
+from core.tables.store import GraphTables
 from kgrag.services import objectstore
 from kgrag.services.process import stop_pid
 from streams.admin import delete_namespace_topics, ensure_topics

@@ -30,8 +30,9 @@ import uvicorn
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from core.clients import build_embedder
-from core.graph_tables import GraphTables, open_graph_store
 from core.settings import ApiSettings, LLMSettings, Settings
+from core.tables.opening import open_graph_store
+from core.tables.store import GraphTables
 from core.vector_store import WeaviateStore
 from graph.snapshot_model import (
     Snapshot,

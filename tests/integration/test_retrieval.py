@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from core.graph_tables import open_graph_store
 from core.settings import Settings
+from core.tables.opening import open_graph_store
 from query.index import QueryIndex
 from tests.integration.test_freshness import Fresh, live_service
 

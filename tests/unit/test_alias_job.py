@@ -13,7 +13,7 @@ import pytest
 
 from agents.community.runner import Runner
 from core.errors import LLMError
-from core.graph_tables import open_graph_store
+from core.tables.opening import open_graph_store
 from graph.aliases import Merge, Resolution, UnitAlias, alias_changes, decision_id
 from graph.graph_changes import GraphChange
 from graph.job_state import JobState

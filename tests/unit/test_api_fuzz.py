@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from core.graph_tables import GraphTables
+from core.tables.store import GraphTables
 from tests.unit.test_query_service import KEY, client_for, versioned, world
 
 EXAMPLES = 40  # per operation: bounded, so the suite's time stays predictable

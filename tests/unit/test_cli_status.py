@@ -19,9 +19,9 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from core.graph_tables import open_graph_store
 from core.job_status import FailedItem, JobStatus, LastRun, write_status
 from core.settings import Settings, get_settings
+from core.tables.opening import open_graph_store
 from kgrag import cli_status
 from kgrag.cli import app
 from kgrag.cli_status import KafkaSample, KafkaUnreachableError

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from core.graph_tables import open_graph_store
 from core.settings import Settings, get_settings
+from core.tables.opening import open_graph_store
 from kgrag.cli import app
 from tests.unit.test_query_service import grown
 

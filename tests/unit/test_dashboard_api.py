@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from core.graph_tables import GraphTables
+from core.tables.store import GraphTables
 from query.api.session import COOKIE, SESSION_TTL_S, sign, valid_session
 from tests.unit.test_query_service import KEY, client_for, error, versioned, world
 

@@ -14,8 +14,9 @@ import orjson
 import pytest
 
 from agents.community.state import JobState, upgrade_state
-from core.graph_tables import GraphTables, open_graph_store
 from core.publish import plan_deletion
+from core.tables.opening import open_graph_store
+from core.tables.store import GraphTables
 from graph.graph_changes import DocumentRemoved, entity_changed, text_unit_retracted
 from graph.graph_view import GraphView, RemovedKeys
 from graph.keys import entity_key

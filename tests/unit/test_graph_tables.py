@@ -15,16 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from core.graph_tables import (
-    GraphTables,
-    convert_legacy_snapshots,
-    current_rows,
-    legacy_hint,
-    open_graph_store,
-    rows_to_arrow,
-)
 from core.settings import load_settings
-from core.snapshot_store import SnapshotNotFoundError, SnapshotStore, StaleSnapshotError
+from core.tables.codecs import rows_to_arrow
+from core.tables.errors import SnapshotNotFoundError, StaleSnapshotError
+from core.tables.legacy_snapshots import SnapshotStore
+from core.tables.merge_on_read import current_rows
+from core.tables.migration import convert_legacy_snapshots, legacy_hint
+from core.tables.opening import open_graph_store
+from core.tables.store import GraphTables
 from graph.snapshot_model import Snapshot, SnapshotEntity, SnapshotMeta, SnapshotRelationship
 
 REPO = Path(__file__).resolve().parents[2]
@@ -124,7 +122,7 @@ class TestVersions:
     ) -> None:
         """Rows become objects a slice at a time; slices that end inside the table, derived
         columns included, must give the rows back whole and in order."""
-        monkeypatch.setattr("core.graph_tables.ROWS_PER_SLICE", 4)
+        monkeypatch.setattr("core.tables.codecs.ROWS_PER_SLICE", 4)
         store = GraphTables(tmp_path)
         edges = tuple((a, b) for a in range(1, 6) for b in range(a + 1, 8))
         written = graph(1, {i: f"said {i}" for i in range(1, 11)}, edges)
@@ -239,7 +237,7 @@ WRITER = textwrap.dedent(
     import sys
     sys.path.insert(0, {repo!r})
     from tests.unit.test_graph_tables import graph
-    from core.graph_tables import GraphTables
+    from core.tables.store import GraphTables
     store = GraphTables({root!r}, keep=1000, compact_every=1000)
     v = (store.latest_listed() or 0) + 1
     while True:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from core.graph_tables import GraphTables, open_graph_store
+from core.tables.opening import open_graph_store
+from core.tables.store import GraphTables
 from query.index import QueryIndex
 from query.index_update import follow
 from query.text_store import BULK

@@ -22,9 +22,9 @@ import graph.snapshots
 from agents.community.commit import light_commit
 from agents.community.state import upgrade_state
 from agents.extractor import ExtractionMetrics, build_extractor
-from core import graph_tables
-from core.graph_tables import open_graph_store
 from core.settings import LLMSettings, Settings, cost_usd, load_settings
+from core.tables import schema
+from core.tables.opening import open_graph_store
 from graph.graph_changes import DocumentRemoved, GraphChange, text_unit_added, text_unit_retracted
 from graph.graph_view import GraphView
 from graph.job_state import JobState
@@ -337,9 +337,9 @@ class TestOlderTables:
         world, job = base_world(), Job(settings_for(tmp_path))
         with monkeypatch.context() as older:  # an earlier release writes version 1
             older.setitem(graph.snapshots.TABLES, "documents", DocumentBefore)
-            graph_tables.table_schema.cache_clear()
+            schema.table_schema.cache_clear()
             await job.run(world.view)
-        graph_tables.table_schema.cache_clear()
+        schema.table_schema.cache_clear()
         store = open_graph_store(job.settings)
         first = store.load()
         assert all(type(d) is SnapshotDocument and d.prompt_tokens == 0 for d in first.documents)
@@ -354,7 +354,7 @@ class TestOlderTables:
 
 
 def test_the_query_service_metrics_show_the_served_versions_ingest_cost(tmp_path: Path) -> None:
-    from core.graph_tables import GraphTables
+    from core.tables.store import GraphTables
     from tests.unit.test_query_service import client_for, versioned, world
 
     snap = versioned(world(), 1)

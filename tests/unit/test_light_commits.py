@@ -22,7 +22,8 @@ import agents.community.inbox as child_inbox
 from agents.community.commit import light_commit
 from agents.community.job import Feed
 from agents.community.texts import Texts
-from core.graph_tables import GraphTables, open_graph_store
+from core.tables.opening import open_graph_store
+from core.tables.store import GraphTables
 from graph.community_run import assign_record_ids
 from graph.graph_changes import entity_changed, text_unit_retracted
 from graph.graph_view import GraphView

@@ -15,13 +15,8 @@ from pathlib import Path
 import pytest
 
 from core.errors import ConfigError
-from core.snapshot_store import (
-    SnapshotCorruptError,
-    SnapshotNotFoundError,
-    SnapshotStore,
-    SnapshotWatcher,
-    StaleSnapshotError,
-)
+from core.tables.errors import SnapshotCorruptError, SnapshotNotFoundError, StaleSnapshotError
+from core.tables.legacy_snapshots import SnapshotStore, SnapshotWatcher
 from graph.snapshot_model import Snapshot, SnapshotEntity, SnapshotMeta
 
 REPO = Path(__file__).resolve().parents[2]
@@ -305,8 +300,9 @@ _WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from core.snapshot_store import SnapshotStore, StaleSnapshotError
-    from tests.unit.test_snapshot_store import snap
+    from core.tables.legacy_snapshots import SnapshotStore
+    from core.tables.errors import StaleSnapshotError
+    from tests.unit.test_legacy_snapshots import snap
 
     root, n = Path(sys.argv[1]), int(sys.argv[2])
     store = SnapshotStore(root, keep=int(sys.argv[3]))

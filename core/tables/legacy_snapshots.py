@@ -1,4 +1,7 @@
-"""Snapshots on the filesystem: immutable versioned directories behind an atomic pointer.
+"""The snapshot directories of earlier releases: versioned directories behind an atomic pointer.
+
+Kept only so ``core.tables.migration`` can convert them into graph tables, and for the tests
+and benchmarks that compare against them.
 
 Layout under ``root``::
 
@@ -43,7 +46,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from core.errors import ConfigError, KgragError
+from core.errors import ConfigError
+from core.tables.errors import (
+    SnapshotCorruptError,
+    SnapshotNotFoundError,
+    SnapshotStoreError,
+    reject_stale,
+)
+from core.tables.versions import PointerStamp
 from graph.protocols import SnapshotStore as SnapshotStoreProtocol
 from graph.snapshot_model import Snapshot
 from graph.snapshots import (
@@ -61,37 +71,6 @@ POINTER = "LATEST"
 LOCK = ".lock"
 _VERSION_DIR = re.compile(r"^v(\d+)$")
 _LOAD_ATTEMPTS = 5
-
-PointerStamp = tuple[int, int, int]  # (inode, mtime ns, size) of the pointer file
-
-
-class SnapshotStoreError(KgragError):
-    """Base of the snapshot store's errors."""
-
-
-class StaleSnapshotError(SnapshotStoreError):
-    """A write would not move the pointer forward; the pointer was left where it was."""
-
-    def __init__(self, version: int, current: int) -> None:
-        super().__init__(
-            f"snapshot version {version} is not newer than the published version {current}; "
-            "another writer has moved on (take next_version() and rebuild)"
-        )
-        self.version = version
-        self.current = current
-
-
-class SnapshotNotFoundError(SnapshotStoreError):
-    """No snapshot has been published yet, or the requested version was pruned."""
-
-
-class SnapshotCorruptError(SnapshotStoreError):
-    """A published snapshot or the pointer cannot be read back; names the file."""
-
-    def __init__(self, path: Path, reason: str, table: str | None = None) -> None:
-        super().__init__(f"{path}: {reason}")
-        self.path = path
-        self.table = table
 
 
 def version_dir_name(version: int) -> str:
@@ -198,11 +177,11 @@ class SnapshotStore:
         version = snapshot.meta.version
         if version < 1:
             raise SnapshotStoreError(f"snapshot versions start at 1; got {version}")
-        _reject_stale(version, self.latest_version())  # fail before the expensive part
+        reject_stale(version, self.latest_version())  # fail before the expensive part
         staged = self._stage(version, snapshot_to_tables(snapshot))
         try:
             with self._locked():
-                _reject_stale(version, self.latest_version())
+                reject_stale(version, self.latest_version())
                 final = self._move_into_place(staged, version)
                 self._replace_pointer(version)
         finally:
@@ -324,11 +303,6 @@ class SnapshotWatcher:
             log.warning("keeping snapshot %s: %s", None if held is None else held.meta.version, err)
             self.last_error = err
             self._state = (stamp, held)  # do not retry a broken snapshot on every call
-
-
-def _reject_stale(version: int, current: int | None) -> None:
-    if current is not None and version <= current:
-        raise StaleSnapshotError(version, current)
 
 
 def _write_durably(path: Path, payload: bytes) -> None:
