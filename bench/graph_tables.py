@@ -69,7 +69,8 @@ from bench.results_io import (
 )
 from bench.synthetic import Corpus
 from core.graph_tables import open_graph_store
-from core.settings import Settings, TablesSettings
+from core.settings import Settings
+from core.settings.store import TablesSettings
 from graph.leiden_graph import gc_paused
 from graph.snapshots import snapshot_to_tables
 from query.context import LocalContextConfig, build_local_context, named_in_window

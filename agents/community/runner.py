@@ -31,7 +31,8 @@ from agents.community.state import forget_state, load_state, save_state_soon
 from agents.community.writers import Refused, Writers, build_writers
 from core.children import die_with_parent
 from core.graph_tables import GraphTables, open_graph_store
-from core.settings import ModelPrice, Settings, cost_usd
+from core.settings import Settings
+from core.settings.llm import ModelPrice, cost_usd
 from core.tokenizer import count_tokens, get_encoding
 from graph.aliases import (
     AliasChange,

@@ -36,7 +36,8 @@ import pytest
 from agents.community.state import CHECKPOINT, job_dir
 from core.graph_tables import GraphTables, open_graph_store
 from core.publish import publish
-from core.settings import LLMSettings, Settings
+from core.settings import Settings
+from core.settings.llm import LLMSettings
 from core.snapshot_store import SnapshotNotFoundError
 from graph.keys import entity_key
 from graph.snapshot_model import Snapshot

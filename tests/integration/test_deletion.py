@@ -36,7 +36,8 @@ import pytest
 
 from core.graph_tables import GraphTables, open_graph_store
 from core.publish import delete_documents, plan_deletion, publish
-from core.settings import ApiSettings, Settings
+from core.settings import Settings
+from core.settings.serving import ApiSettings
 from graph.snapshot_model import Snapshot
 from query.api.app import create_app
 from streams.admin import delete_namespace_topics, ensure_topics

@@ -24,7 +24,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.graph_tables import GraphTables, open_graph_store
 from core.publish import publish
-from core.settings import LLMSettings, Settings, cost_usd
+from core.settings import Settings
+from core.settings.llm import LLMSettings, cost_usd
 from graph.snapshot_model import Snapshot
 from kgrag.testing.scripted_llm import ScriptedLLMServer
 from streams.admin import delete_namespace_topics, ensure_topics

@@ -33,7 +33,8 @@ from core.graph_tables import GraphTables, open_graph_store
 from core.job_status import JobStatus, read_status
 from core.lag import reflects_everything
 from core.publish import publish
-from core.settings import LLMSettings, Settings
+from core.settings import Settings
+from core.settings.llm import LLMSettings
 from core.snapshot_store import SnapshotStoreError
 from graph.snapshot_model import Snapshot
 from kgrag.testing.scripted_llm import FaultConfig, ScriptedLLMServer

@@ -31,7 +31,9 @@ from pydantic import SecretStr
 
 from core.graph_tables import GraphTables, open_graph_store
 from core.object_store import delta_storage_options
-from core.settings import LLMSettings, Settings, TablesSettings
+from core.settings import Settings
+from core.settings.llm import LLMSettings
+from core.settings.store import TablesSettings
 from kgrag.services import objectstore
 from kgrag.services.process import stop_pid
 from streams.admin import delete_namespace_topics, ensure_topics

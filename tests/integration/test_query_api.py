@@ -31,7 +31,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from core.clients import build_embedder
 from core.graph_tables import GraphTables, open_graph_store
-from core.settings import ApiSettings, LLMSettings, Settings
+from core.settings import Settings
+from core.settings.llm import LLMSettings
+from core.settings.serving import ApiSettings
 from core.vector_store import WeaviateStore
 from graph.snapshot_model import (
     Snapshot,
