@@ -155,7 +155,8 @@ def _show_events(console: Console, events: list[dict[str, Any]]) -> None:
 
 def _show_ingest_cost(console: Console, settings: Settings) -> None:
     """What extracting the articles spent at the LLM, before the answers that say their own."""
-    from kgrag.cli_status import describe_ingestion, latest_snapshot
+    from kgrag.status_facts import latest_snapshot
+    from kgrag.status_render import describe_ingestion
 
     facts = latest_snapshot(settings)
     if facts is not None:

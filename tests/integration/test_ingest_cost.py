@@ -156,7 +156,8 @@ def test_the_worker_metrics_count_the_same_tokens(indexed: Indexed) -> None:
 
 
 def test_the_demo_line_reads_the_same_figures(indexed: Indexed) -> None:
-    from kgrag.cli_status import describe_ingestion, latest_snapshot
+    from kgrag.status_facts import latest_snapshot
+    from kgrag.status_render import describe_ingestion
 
     facts = latest_snapshot(indexed.settings)
     assert facts is not None
