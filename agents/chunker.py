@@ -11,21 +11,21 @@
   document and announces its removal on ``graph-changes``; the row stays as a small deletion
   marker, so a second tombstone, or a redelivered one, changes nothing. A later document with
   that id is indexed afresh. A tombstone for an id never indexed changes nothing either.
+
+Which of these applies, and what it sends and writes, is decided by ``agents.chunk_plan``;
+this agent batches the stream, looks rows up, sends the plan and writes the rows.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
+from functools import partial
 from typing import Any
 
-import orjson
-
+from agents.chunk_plan import DocumentPlan, DocumentRow, plan
 from core.tokenizer import get_encoding
 from graph.chunking import chunk_document
-from graph.documents import document_to_obj, parse_document
-from graph.errors import InvalidDocumentError
 from graph.model import Chunk, Document
 from streams.batching import as_current, deliver, finished_batches, key_text, write_rows
 from streams.codecs import (
@@ -40,15 +40,6 @@ from streams.topology import Topology
 log = logging.getLogger(__name__)
 
 
-# the table row of a deleted document: no version, no chunks
-DELETED: dict[str, Any] = {"hash": "", "chunks": [], "deleted": True}
-
-
-def document_hash(doc: Document) -> str:
-    body = orjson.dumps(document_to_obj(doc), option=orjson.OPT_SORT_KEYS)
-    return hashlib.sha256(body).hexdigest()[:32]
-
-
 def chunk(topo: Topology, doc: Document) -> list[Chunk]:
     cfg = topo.settings.chunking
     enc = get_encoding(cfg.encoding)
@@ -57,101 +48,70 @@ def chunk(topo: Topology, doc: Document) -> list[Chunk]:
     )
 
 
+def _known(
+    table: Any, written: dict[str, DocumentRow], event: Any, doc_id: str
+) -> DocumentRow | None:
+    """A document's row: the one this batch wrote (the table gets it only after the batch's
+    outputs are delivered, and a correction in the same batch as its original must see the
+    original's chunks to retract them), else the table's."""
+    if doc_id in written:
+        return written[doc_id]
+    with as_current(event):
+        row = table.get(doc_id)
+    return None if row is None else DocumentRow.from_row(row)
+
+
+async def _send(topo: Topology, event: Any, p: DocumentPlan) -> list[Any]:
+    """Send what ``p`` says, in its order; the futures of the sends."""
+    topics = topo.topics
+    if p.dead_letter is not None:
+        return [
+            await send_dead_letter(
+                topics.documents_dlq, event, reason=p.dead_letter, stage="chunker"
+            )
+        ]
+    if p.rekey:
+        return [await topics.documents.send(key=p.doc_id, value=event.value)]
+    sent = [
+        await topics.chunks.send(key=p.doc_id, value=encode_retraction(cid, p.doc_id))
+        for cid in p.retract
+    ]
+    sent += [await topics.chunks.send(key=p.doc_id, value=encode_chunk_add(c)) for c in p.add]
+    if p.change is not None:
+        sent.append(await topics.graph_changes.send(key=p.doc_id, value=encode_document(p.change)))
+    if p.removed:
+        sent.append(
+            await topics.graph_changes.send(key=p.doc_id, value=encode_document_removed(p.doc_id))
+        )
+    return sent
+
+
 def register(topo: Topology) -> None:
     max_chars = topo.settings.chunking.max_document_chars
-    documents, chunks_topic = topo.topics.documents, topo.topics.chunks
-    changes, dlq = topo.topics.graph_changes, topo.topics.documents_dlq
     table = topo.tables.documents
+    cut = partial(chunk, topo)
 
-    @topo.app.agent(documents, name=f"{topo.settings.namespace}.chunker")
+    @topo.app.agent(topo.topics.documents, name=f"{topo.settings.namespace}.chunker")
     async def chunker(stream: Any) -> None:
         async for batch in finished_batches(stream, 100, within=topo.settings.kafka.batch_within_s):
             pending: list[Any] = []
-            writes: list[tuple[Any, str, dict[str, Any]]] = []
-            # rows this batch wrote, by document id: the table gets them only after the
-            # batch's outputs are delivered, and a correction in the same batch as its
-            # original must see the original's chunks (to retract them)
-            written: dict[str, dict[str, Any]] = {}
+            writes: list[tuple[Any, str, DocumentRow]] = []
+            written: dict[str, DocumentRow] = {}  # rows this batch wrote, by document id
             for n, event in enumerate(batch, 1):
                 if not n % 10:
                     await asyncio.sleep(0)  # tokenising is CPU work: let LLM calls in between
-                if event.value is None:
-                    doc_id = key_text(event.key)
-                    if not doc_id:
-                        reason = (
-                            "a message with no value deletes the document its key names, and "
-                            "this one has no key: use `kgrag delete ID`"
-                        )
-                        pending.append(
-                            await send_dead_letter(dlq, event, reason=reason, stage="chunker")
-                        )
-                        continue
-                    if doc_id in written:
-                        known = written[doc_id]
-                    else:
-                        with as_current(event):
-                            known = table.get(doc_id)
-                    if known is None or known.get("deleted"):
-                        continue  # never indexed, or deleted already: nothing to retract
-                    for cid in known.get("chunks", []):
-                        pending.append(
-                            await chunks_topic.send(
-                                key=doc_id, value=encode_retraction(cid, doc_id)
-                            )
-                        )
-                    pending.append(
-                        await changes.send(key=doc_id, value=encode_document_removed(doc_id))
-                    )
-                    writes.append((event, doc_id, DELETED))
-                    written[doc_id] = DELETED
-                    continue
-                try:
-                    doc = parse_document(event.value, max_chars=max_chars)
-                except InvalidDocumentError as e:
-                    pending.append(
-                        await send_dead_letter(dlq, event, reason=str(e), stage="chunker")
-                    )
-                    continue
-                if key_text(event.key) != doc.id:
-                    pending.append(await documents.send(key=doc.id, value=event.value))
-                    continue
-                if doc.id in written:
-                    known = written[doc.id]
-                else:
-                    with as_current(event):
-                        known = table.get(doc.id)
-                digest = document_hash(doc)
-                if known is not None and known.get("hash") == digest:
-                    # a redelivery or a re-publish of the same version: nothing to send, but
-                    # the row is written again, so a changelog that missed it (a worker
-                    # killed between its local write and the changelog send) gets it back
-                    writes.append((event, doc.id, known))
-                    written[doc.id] = known
-                    continue
-                pieces = chunk(topo, doc)
-                new_ids = [c.id for c in pieces]
-                old_ids = list(known.get("chunks", [])) if known else []
-                for cid in old_ids:
-                    if cid not in set(new_ids):
-                        pending.append(
-                            await chunks_topic.send(
-                                key=doc.id, value=encode_retraction(cid, doc.id)
-                            )
-                        )
-                for c in pieces:
-                    if c.id not in set(old_ids):
-                        pending.append(
-                            await chunks_topic.send(key=doc.id, value=encode_chunk_add(c))
-                        )
-                pending.append(await changes.send(key=doc.id, value=encode_document(doc)))
-                writes.append((event, doc.id, {"hash": digest, "chunks": new_ids}))
-                written[doc.id] = writes[-1][2]
+                known = partial(_known, table, written, event)
+                p = plan(key_text(event.key), event.value, known, max_chars=max_chars, cut=cut)
+                pending.extend(await _send(topo, event, p))
+                if p.row is not None:
+                    writes.append((event, p.doc_id, p.row))
+                    written[p.doc_id] = p.row
             await deliver(pending)
 
-            def write(writes: list[tuple[Any, str, dict[str, Any]]] = writes) -> None:
+            def write(writes: list[tuple[Any, str, DocumentRow]] = writes) -> None:
                 for event, doc_id, row in writes:
                     with as_current(event):
-                        table[doc_id] = row
+                        table[doc_id] = row.as_row()
 
             if not await write_rows(topo.app, write):
                 return  # shutting down: see streams.batching.stopping

@@ -22,7 +22,8 @@ from prometheus_client import CollectorRegistry, Counter
 
 from core.clients import Clients
 from core.errors import KgragError
-from core.settings import ModelPrice, Settings, cost_usd
+from core.settings import Settings
+from core.settings.llm import ModelPrice, cost_usd
 from graph.llm_extraction import (
     ClaimSpec,
     ExtractionFailedError,

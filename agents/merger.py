@@ -290,53 +290,102 @@ def _merge_one(
     A flush writes contribution rows, then aggregates, then document counters, and a crash
     can stop it anywhere in that order. Every row records the aggregate version it belongs
     to, and deletions leave tombstones, so a redelivered item can tell how far its first
-    pass got: contribution stored but aggregate older → the aggregate write was lost, apply
-    (or release) again; aggregate current but counter older → bring the counter up to date;
-    all current → nothing to do (the rows are written again, see ``_rewrite_rows``).
+    pass got (``_redelivered``); all current → nothing to do (the rows are written again,
+    see ``_rewrite_rows``).
     """
     retraction = isinstance(item, ItemRetraction)
     key, chunk_id, doc_id = item.key, item.chunk_id, item.document_id
     ckey, counter_key = contribution_key(key, chunk_id), document_key(key, doc_id)
     rows_now = _read_rows(cache, event, spec, key, ckey, counter_key)
+    stored, count = _redelivered(cache, event, spec, item, rows_now, counter_key)
+    step = _step(spec, item, rows_now.aggregate, stored, count, max_descriptions)
+    if not step.changed:
+        _rewrite_rows(cache, event, spec, key, ckey, counter_key)
+        return None
+    version = rows_now.aggregate_v + 1  # versions count writes and survive deletion
+    after = _write_step(cache, event, spec, step, stored, version, key, ckey, counter_key)
+    if step.resample and after is not None:
+        after = _resampled(cache, event, spec, after, max_descriptions)
+        cache.put(event, spec.aggregate_table, key, to_dict(after))
+    if spec.kind == "claim":  # which facts this chunk backs: the claims' text units
+        backed = stored if retraction else item  # a retraction that changed a row released one
+        facts = backed.facts if backed is not None else ()
+        return spec.changed(
+            key,
+            after,
+            chunk_id=chunk_id,
+            document_id=doc_id,
+            retraction=retraction,
+            claim_ids=tuple(f.id for f in facts),
+        )
+    return spec.changed(key, after, chunk_id=chunk_id, document_id=doc_id, retraction=retraction)
+
+
+def _redelivered(
+    cache: RowCache, event: Any, spec: MergeKind, item: Any, rows_now: _Stored, counter_key: str
+) -> tuple[Any, int | None]:
+    """The contribution and document count to apply ``item`` against, repaired for a
+    redelivery: contribution stored but aggregate older → the aggregate write was lost, apply
+    (or release) again; aggregate current but counter older → bring the counter up to date."""
     stored, count = rows_now.contribution, rows_now.count
     first_pass_v = rows_now.contribution_v
     landed = rows_now.aggregate_v >= first_pass_v
-    if not retraction and stored is not None and stored == item:
+    key, chunk_id = item.key, item.chunk_id
+    if not isinstance(item, ItemRetraction) and stored is not None and stored == item:
         if not landed:
             log.warning("%s %s: apply %s again, aggregate write lost", spec.kind, key, chunk_id)
             stored = None
         elif spec.kind == "entity" and rows_now.count_v < first_pass_v:
             count = (count or 0) + 1  # the aggregate landed, this counter's write did not
             cache.put(event, "entity_documents", counter_key, {"n": count, "v": first_pass_v})
-    elif retraction and stored is None and rows_now.retracted is not None:
+    elif isinstance(item, ItemRetraction) and stored is None and rows_now.retracted is not None:
         if not landed:
             log.warning("%s %s: release %s again, aggregate write lost", spec.kind, key, chunk_id)
             stored = rows_now.retracted
         elif spec.kind == "entity" and rows_now.count_v < first_pass_v:
             count = max((count or 0) - 1, 0) or None
             cache.put(event, "entity_documents", counter_key, {"n": count or 0, "v": first_pass_v})
-    aggregate = rows_now.aggregate
+    return stored, count
+
+
+def _step(
+    spec: MergeKind,
+    item: Any,
+    aggregate: Any,
+    stored: Any,
+    count: int | None,
+    max_descriptions: int,
+) -> Any:
+    """The pure merge step of ``graph.merge`` for ``item``'s kind: absorb it, or release the
+    contribution a retraction names."""
+    retraction = isinstance(item, ItemRetraction)
     if spec.kind == "entity":
         rows: Any = EntityRows(aggregate, stored, count)
-        step: Any = (
-            release_entity(rows)
-            if retraction
-            else absorb_entity(rows, item, max_descriptions=max_descriptions)
-        )
-    elif spec.kind == "relationship":
+        if retraction:
+            return release_entity(rows)
+        return absorb_entity(rows, item, max_descriptions=max_descriptions)
+    if spec.kind == "relationship":
         rows = RelationshipRows(aggregate, stored)
-        step = (
-            release_relationship(rows)
-            if retraction
-            else absorb_relationship(rows, item, max_descriptions=max_descriptions)
-        )
-    else:
-        rows = ClaimRows(aggregate, stored)
-        step = release_claims(rows) if retraction else absorb_claims(rows, item)
-    if not step.changed:
-        _rewrite_rows(cache, event, spec, key, ckey, counter_key)
-        return None
-    version = rows_now.aggregate_v + 1  # versions count writes and survive deletion
+        if retraction:
+            return release_relationship(rows)
+        return absorb_relationship(rows, item, max_descriptions=max_descriptions)
+    rows = ClaimRows(aggregate, stored)
+    return release_claims(rows) if retraction else absorb_claims(rows, item)
+
+
+def _write_step(
+    cache: RowCache,
+    event: Any,
+    spec: MergeKind,
+    step: Any,
+    stored: Any,
+    version: int,
+    key: str,
+    ckey: str,
+    counter_key: str,
+) -> Any:
+    """Write a changed step's rows at ``version``, in flush order (aggregate, contribution,
+    document counter); the aggregate after it, None when the key is gone."""
     after = step.rows.aggregate
     if after is not None:
         after = replace(after, version=version)
@@ -355,21 +404,7 @@ def _merge_one(
     if spec.kind == "entity":
         n = step.rows.document_chunks
         cache.put(event, "entity_documents", counter_key, {"n": n or 0, "v": version})
-    if step.resample and after is not None:
-        after = _resampled(cache, event, spec, after, max_descriptions)
-        cache.put(event, spec.aggregate_table, key, to_dict(after))
-    if spec.kind == "claim":  # which facts this chunk backs: the claims' text units
-        backed = stored if retraction else item  # a retraction that changed a row released one
-        facts = backed.facts if backed is not None else ()
-        return spec.changed(
-            key,
-            after,
-            chunk_id=chunk_id,
-            document_id=doc_id,
-            retraction=retraction,
-            claim_ids=tuple(f.id for f in facts),
-        )
-    return spec.changed(key, after, chunk_id=chunk_id, document_id=doc_id, retraction=retraction)
+    return after
 
 
 def _resampled(

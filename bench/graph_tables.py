@@ -68,8 +68,9 @@ from bench.results_io import (
     write_result,
 )
 from bench.synthetic import Corpus
-from core.settings import Settings, TablesSettings
 from core.tables.opening import open_graph_store
+from core.settings import Settings
+from core.settings.store import TablesSettings
 from graph.leiden_graph import gc_paused
 from graph.snapshots import snapshot_to_tables
 from query.context import LocalContextConfig, build_local_context, named_in_window

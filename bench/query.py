@@ -64,7 +64,8 @@ from bench.query_quality import (
 from bench.results_io import RESULTS, REUTERS_DEV, machine_line, now_iso, read_jsonl, write_result
 from core.clients import build_embedder
 from core.llm import OpenAILLM
-from core.settings import LLMSettings, Settings
+from core.settings import Settings
+from core.settings.llm import LLMSettings
 from core.vector_store import WeaviateStore
 from kgrag.testing.scripted_llm import ScriptedLLMServer
 from prompts import PromptLibrary

@@ -24,7 +24,7 @@ from typing import Any
 
 from bench.query_quality import THEMES, GoldQuestion
 from core.llm import OpenAILLM
-from core.settings import LLMSettings
+from core.settings.llm import LLMSettings
 from kgrag.testing.scripted_llm import FaultConfig, ScriptedLLMServer
 from query.deps import QueryDeps
 from query.drift_search import DriftConfig

@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 from core.errors import LLMError
 from core.llm_cache import ResponseCache, cache_key
 from core.llm_calls import Caller, LLMStats, Metrics, RetryPolicy, openai_client
-from core.settings import EmbeddingSettings, LLMSettings
+from core.settings.llm import EmbeddingSettings, LLMSettings
 from graph.protocols import ChatResult
 
 log = logging.getLogger(__name__)

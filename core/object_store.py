@@ -34,7 +34,8 @@ from core.errors import KgragError
 if TYPE_CHECKING:
     from obstore.store import ClientConfig, RetryConfig, S3Config
 
-    from core.settings import Settings, TablesSettings
+    from core.settings import Settings
+    from core.settings.store import TablesSettings
 
 DEFAULT_REGION = "us-east-1"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -31,10 +31,10 @@ from kgrag.cli_query import (  # noqa: E402
     api_cmd,
     query_app,
     questions_cmd,
-    trends_cmd,
     watch_cmd,
 )
 from kgrag.cli_status import status_cmd  # noqa: E402
+from kgrag.cli_trends import trends_cmd  # noqa: E402
 
 app.add_typer(services_app, name="services")
 app.add_typer(query_app, name="query")
@@ -286,7 +286,7 @@ def delete_cmd(
         raise KgragError(f"not indexed: {', '.join(plan.unknown)}; {UNKNOWN_HINT} (--force)")
 
 
-# ---- query, trends, watch, api (kgrag/cli_query.py) --------------------------------------
+# ---- query, trends, watch, api (kgrag/cli_query.py, kgrag/cli_trends.py) -------------------------
 
 app.command("questions")(questions_cmd)
 app.command("trends")(trends_cmd)

@@ -1,18 +1,17 @@
-"""``kgrag query local|global|basic|drift``, ``kgrag questions``, ``kgrag trends``,
-``kgrag watch``, ``kgrag api``.
+"""``kgrag query local|global|basic|drift``, ``kgrag questions``, ``kgrag watch``, ``kgrag api``.
 
 The query commands work directly on the snapshot store and Weaviate (no HTTP service needed)
 through the same ``query.engine.run_query`` the API uses, so an answer on the command line
 and over HTTP is the same answer. Output is readable (the answer, then a table that resolves
 every citation to its record) or, with ``--json``, the API's JSON. Errors are one line.
+``kgrag trends`` (``kgrag.cli_trends``) shares the options, index loading and output helpers
+defined here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Sequence
-from datetime import date, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -76,7 +75,8 @@ HistoryFile = Annotated[
 ]
 
 
-def _fail(message: str) -> NoReturn:
+def fail(message: str) -> NoReturn:
+    """The one-line error every query command ends with, and exit status 1."""
     err_console.print(f"[red]error:[/] {message}", highlight=False)
     raise typer.Exit(1)
 
@@ -88,11 +88,11 @@ def load_index(settings: Settings, as_of: str | None = None) -> QueryIndex:
     try:
         return QueryIndex.read(store, parse_as_of(as_of))
     except GraphTablesError as e:
-        _fail(str(e))
+        fail(str(e))
     except SnapshotNotFoundError as e:
         if as_of is not None:
-            _fail(str(e))
-        _fail(legacy_hint(settings, store) or NO_SNAPSHOT_HINT.format(path=settings.tables_uri))
+            fail(str(e))
+        fail(legacy_hint(settings, store) or NO_SNAPSHOT_HINT.format(path=settings.tables_uri))
 
 
 async def _ask(
@@ -118,9 +118,9 @@ def _query(
         opts = QueryOptions(history=history, **options)
         result, index = asyncio.run(_ask(settings, method, question, opts, as_of))
     except KgragError as e:
-        _fail(str(e))
+        fail(str(e))
     if as_json:
-        _print_json(result_view(result, index))
+        print_json(result_view(result, index))
     else:
         print_answer(result, index)
 
@@ -150,9 +150,9 @@ def questions_cmd(
         opts = QueryOptions(since=since, until=until, history=_history(history))
         result = asyncio.run(ask(opts))
     except KgragError as e:
-        _fail(str(e))
+        fail(str(e))
     if as_json:
-        _print_json(result.as_dict())
+        print_json(result.as_dict())
         return
     for n, q in enumerate(result.questions, start=1):
         console.print(f"{n}. {q}", highlight=False)
@@ -169,7 +169,8 @@ def _history(path: Path | None) -> tuple[Any, ...]:
     return () if path is None else read_history(path)
 
 
-def _print_json(obj: Any) -> None:
+def print_json(obj: Any) -> None:
+    """The ``--json`` output: indented, one trailing newline."""
     sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
@@ -296,110 +297,6 @@ def drift_cmd(
     )
 
 
-# ---- trends ------------------------------------------------------------------------------------
-
-
-def _then_cell(then: Any) -> str:
-    if not then.existed:
-        return "new"
-    if then.rank is None:
-        return f"not mentioned ({then.size} members)"
-    return f"#{then.rank} ({then.score:.2f})"
-
-
-_BARS = "▁▂▃▄▅▆▇█"
-
-
-def sparkline(points: Sequence[tuple[str, int]], since: str, until: str) -> str:
-    """One bar per day of the window, days without mentions at the bottom."""
-    first, last = date.fromisoformat(since), date.fromisoformat(until)
-    counts = dict(points)
-    days = [(first + timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]
-    top = max(counts.values(), default=0)
-    if top == 0:
-        return ""
-    steps = len(_BARS) - 1
-    return "".join(_BARS[-(-counts.get(d, 0) * steps // top)] for d in days)
-
-
-def trends_cmd(
-    since: Since = None,
-    until: Until = None,
-    limit: Annotated[int, typer.Option(help="Rows per table")] = 10,
-    level: Annotated[int | None, typer.Option(help="Only communities of this level")] = None,
-    as_of: AsOf = None,
-    compare: Annotated[
-        str | None,
-        typer.Option(
-            "--compare",
-            help="Answer from this graph version too (number or ISO time) and show then beside now",
-        ),
-    ] = None,
-    as_json: AsJson = False,
-) -> None:
-    """What is emerging: one row per storyline (its levels folded into one, rows never share
-    members) by emerging score, with its articles in the window against what was expected and
-    its top articles; new entities; mention timelines."""
-    from query.errors import QueryError
-    from query.time_window import parse_time_window
-    from query.trends import compare_trends, trends
-
-    settings = get_settings()
-    index = load_index(settings, as_of)
-    then = None if compare is None else load_index(settings, compare)
-    try:
-        window = parse_time_window(since, until, newest=index.newest)
-        result = trends(index, window, limit=limit, level=level)
-        if then is not None:
-            then_window = parse_time_window(since, until, newest=then.newest)
-            result = compare_trends(result, then, then_window, limit=limit, level=level)
-    except QueryError as e:
-        _fail(str(e))
-    if as_json:
-        _print_json(result.as_dict())
-        return
-    console.print(
-        f"[bold]Trends {result.since} .. {result.until}[/] ({result.window_days} days, "
-        f"snapshot {result.snapshot_version})"
-    )
-    compared = result.compared
-    then_header = [f"v{compared.snapshot_version}"] if compared else []
-    table = Table(
-        "#", "community", "level", "storyline", "score", "articles", "expected", *then_header,
-        "top articles",
-    )  # fmt: skip
-    for i, c in enumerate(result.communities, 1):
-        then_cell = [_then_cell(compared.then[c.id])] if compared else []
-        others = len(c.folded) + len(c.within)
-        more = f"\n[dim]+{others} nested communities[/]" if others else ""
-        top = "\n".join(f"{d.day} {d.title}" for d in c.top_documents[:3])
-        table.add_row(
-            str(i), str(c.community), str(c.level), f"{c.title}{more}", f"{c.score:.2f}",
-            str(c.documents), f"{c.expected_documents:.1f}", *then_cell, top,
-        )  # fmt: skip
-    console.print(table if result.communities else "[dim]no community mentioned in the window[/]")
-    if compared is not None:
-        console.print(
-            f"[dim]v{compared.snapshot_version}: the same question from graph version "
-            f"{compared.snapshot_version} ({compared.since} .. {compared.until}): its rank "
-            "and score then, or new (the community did not exist)[/]"
-        )
-        dropped = Table("rank then", "community", "title", "score then", title="Dropped since")
-        for d in compared.dropped:
-            dropped.add_row(str(d.rank), str(d.community), d.title, f"{d.score:.2f}")
-        if compared.dropped:
-            console.print(dropped)
-    new = Table("entity", "type", "first seen", "mentions", title="New entities")
-    for ne in result.new_entities:
-        new.add_row(ne.title, ne.type, ne.first_seen, str(ne.mentions))
-    console.print(new)
-    lines = Table("entity", "mentions per day", "total", title="Mention timelines")
-    for t in result.timelines:
-        spark = sparkline(t.points, result.since, result.until)
-        lines.add_row(t.title, spark, str(sum(n for _, n in t.points)))
-    console.print(lines)
-
-
 # ---- watch -------------------------------------------------------------------------------------
 
 
@@ -471,7 +368,7 @@ def watch_cmd(
 
     unknown = sorted(set(kind or ()) - set(PUBLISHED_KINDS))
     if unknown:
-        _fail(f"unknown event kind(s) {', '.join(unknown)}; use {', '.join(PUBLISHED_KINDS)}")
+        fail(f"unknown event kind(s) {', '.join(unknown)}; use {', '.join(PUBLISHED_KINDS)}")
     settings = get_settings()
     start = "earliest" if from_beginning else "latest"
     try:
@@ -479,9 +376,9 @@ def watch_cmd(
     except KeyboardInterrupt:
         return
     except KgragError as e:
-        _fail(str(e))
+        fail(str(e))
     except Exception as e:  # aiokafka raises its own types when the broker is away
-        _fail(f"cannot read community events from {settings.kafka.bootstrap_servers}: {e}")
+        fail(f"cannot read community events from {settings.kafka.bootstrap_servers}: {e}")
 
 
 # ---- api ---------------------------------------------------------------------------------------

@@ -155,7 +155,8 @@ def _show_events(console: Console, events: list[dict[str, Any]]) -> None:
 
 def _show_ingest_cost(console: Console, settings: Settings) -> None:
     """What extracting the articles spent at the LLM, before the answers that say their own."""
-    from kgrag.cli_status import describe_ingestion, latest_snapshot
+    from kgrag.status_facts import latest_snapshot
+    from kgrag.status_render import describe_ingestion
 
     facts = latest_snapshot(settings)
     if facts is not None:
@@ -213,11 +214,7 @@ def _show_trends(console: Console, settings: Settings) -> None:
 def run_demo(settings: Settings, path: Path, question: str, console: Console) -> None:
     if not path.exists():
         raise KgragError(f"{path} does not exist; run the demo from the repository root")
-    if "KGRAG_NAMESPACE" not in os.environ:
-        settings = settings.model_copy(update={"namespace": "demo"})
-    if "KGRAG_COMMUNITY__DEBOUNCE_S" not in os.environ:
-        community = settings.community.model_copy(update={"debounce_s": 3.0, "max_wait_s": 30.0})
-        settings = settings.model_copy(update={"community": community})
+    settings = _demo_settings(settings)
     console.rule("kafka-graphrag demo")
     with console.status("starting Kafka and Weaviate (the first run downloads and builds them)…"):
         for rec in launcher.up(settings):
@@ -252,25 +249,40 @@ def run_demo(settings: Settings, path: Path, question: str, console: Console) ->
         _ask(console, settings)
         _show_trends(console, settings)
         if question:
-            console.rule(f"basic search: {question}")
-            from kgrag.cli_query import print_answer
-            from query.deps import open_deps
-            from query.engine import QueryOptions, run_query
-            from query.index import QueryIndex
-
-            store = open_graph_store(settings)
-            index = QueryIndex.from_snapshot(store.load())
-
-            async def basic() -> Any:
-                async with open_deps(settings) as deps:
-                    return await run_query("basic", question, index, deps, QueryOptions(k=3))
-
-            print_answer(asyncio.run(basic()), index, console)
+            _basic_search(console, settings, question)
         _leave_dashboard_running(settings, worker, console)
         left_running = True
     finally:
         if not left_running:
             _terminate(worker)
+
+
+def _demo_settings(settings: Settings) -> Settings:
+    """The demo's own namespace and a quicker community job, unless the environment sets them."""
+    if "KGRAG_NAMESPACE" not in os.environ:
+        settings = settings.model_copy(update={"namespace": "demo"})
+    if "KGRAG_COMMUNITY__DEBOUNCE_S" not in os.environ:
+        community = settings.community.model_copy(update={"debounce_s": 3.0, "max_wait_s": 30.0})
+        settings = settings.model_copy(update={"community": community})
+    return settings
+
+
+def _basic_search(console: Console, settings: Settings, question: str) -> None:
+    """The user's own question (``--question``), answered by basic search over the snapshot."""
+    console.rule(f"basic search: {question}")
+    from kgrag.cli_query import print_answer
+    from query.deps import open_deps
+    from query.engine import QueryOptions, run_query
+    from query.index import QueryIndex
+
+    store = open_graph_store(settings)
+    index = QueryIndex.from_snapshot(store.load())
+
+    async def basic() -> Any:
+        async with open_deps(settings) as deps:
+            return await run_query("basic", question, index, deps, QueryOptions(k=3))
+
+    print_answer(asyncio.run(basic()), index, console)
 
 
 def _terminate(proc: subprocess.Popen[bytes]) -> None:

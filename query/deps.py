@@ -18,7 +18,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from core.settings import ModelPrice, Settings
+from core.settings import Settings
+from core.settings.llm import ModelPrice
 from core.tokenizer import get_encoding
 from graph.protocols import LLM, Embedder, VectorHit, VectorStore
 from prompts import PromptLibrary

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from core.errors import ConfigError, LLMError
-from core.settings import DriftSettings
+from core.settings.serving import DriftSettings
 from graph.snapshot_model import SnapshotReport
 from prompts import render_drift_local_system, render_drift_primer, render_drift_reduce_system
 from query.activity import active_communities

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from core.settings import cost_usd
+from core.settings.llm import cost_usd
 from query.basic_search import BasicSearchConfig, basic_search
 from query.context import LocalContextConfig
 from query.deps import OnText, QueryDeps

@@ -19,7 +19,8 @@ from typing import Any
 
 from core.tables.opening import open_graph_store
 from core.tables.store import GraphTables
-from core.settings import ModelPrice, Settings, cost_usd
+from core.settings import Settings
+from core.settings.llm import ModelPrice, cost_usd
 from graph.aliases import alias_rows
 from graph.graph_view import GraphView, Touched
 from graph.job_state import JobState

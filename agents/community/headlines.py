@@ -14,7 +14,7 @@ from dataclasses import asdict
 from datetime import date
 from typing import Any
 
-from core.settings import CommunitySettings
+from core.settings.community import CommunitySettings
 from graph.job_state import JobState
 from graph.snapshot_assembly import newest_time
 from graph.snapshot_model import SnapshotCommunity

@@ -45,7 +45,8 @@ from agents.community.texts import Texts
 from agents.community.vectors import write_report_vectors
 from agents.community.writers import Writers, build_writers
 from core.tables.store import GraphTables
-from core.settings import Settings, cost_usd
+from core.settings import Settings
+from core.settings.llm import cost_usd
 from core.tokenizer import count_tokens, get_encoding
 from graph.aliases import AliasChange, Resolution, alias_changes, resolve_view
 from graph.community_ids import StableCommunities

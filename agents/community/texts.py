@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from agents.community.writers import Refused, Writers
-from core.settings import CommunitySettings
+from core.settings.community import CommunitySettings
 from graph.community_run import report_graph
 from graph.evidence import LiveEvidence, ReportBasis
 from graph.job_state import JobState, SummaryRecord, record_failure, retry_blocked

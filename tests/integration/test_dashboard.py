@@ -29,7 +29,9 @@ import pytest
 from playwright import sync_api as playwright_api
 
 from core.publish import publish
-from core.settings import ApiSettings, EmbeddingSettings, LLMSettings, Settings
+from core.settings import Settings
+from core.settings.llm import EmbeddingSettings, LLMSettings
+from core.settings.serving import ApiSettings
 from kgrag.testing.scripted_llm import ScriptedLLMServer
 from query.api.app import create_app
 from streams.admin import delete_namespace_topics, ensure_topics

@@ -22,7 +22,8 @@ import httpx
 import pytest
 
 from core.job_status import read_status
-from core.settings import LLMSettings, Settings
+from core.settings import Settings
+from core.settings.llm import LLMSettings
 from streams.admin import delete_namespace_topics, ensure_topics
 from tests.conftest import make_settings
 from tests.integration.helpers import TunedWorker

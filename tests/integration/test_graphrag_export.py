@@ -39,7 +39,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.publish import publish
-from core.settings import EmbeddingSettings, LLMSettings, Settings
+from core.settings import Settings
+from core.settings.llm import EmbeddingSettings, LLMSettings
 from graph.snapshot_model import (
     Snapshot,
     SnapshotClaim,

@@ -23,9 +23,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.publish import publish
-from core.settings import LLMSettings, Settings, cost_usd
 from core.tables.opening import open_graph_store
 from core.tables.store import GraphTables
+from core.settings import Settings
+from core.settings.llm import LLMSettings, cost_usd
 from graph.snapshot_model import Snapshot
 from kgrag.testing.scripted_llm import ScriptedLLMServer
 from streams.admin import delete_namespace_topics, ensure_topics
@@ -156,7 +157,8 @@ def test_the_worker_metrics_count_the_same_tokens(indexed: Indexed) -> None:
 
 
 def test_the_demo_line_reads_the_same_figures(indexed: Indexed) -> None:
-    from kgrag.cli_status import describe_ingestion, latest_snapshot
+    from kgrag.status_facts import latest_snapshot
+    from kgrag.status_render import describe_ingestion
 
     facts = latest_snapshot(indexed.settings)
     assert facts is not None

@@ -22,9 +22,10 @@ from typer.testing import CliRunner
 from core.job_status import FailedItem, JobStatus, LastRun, write_status
 from core.settings import Settings, get_settings
 from core.tables.opening import open_graph_store
-from kgrag import cli_status
+from kgrag import status_facts
 from kgrag.cli import app
-from kgrag.cli_status import KafkaSample, KafkaUnreachableError
+from kgrag.cli_status import KafkaUnreachableError
+from kgrag.status_facts import KafkaSample
 from tests.unit.test_query_support import world
 
 KEYS = {
@@ -183,7 +184,7 @@ class TestWithABacklog:
             taken.append(queue.pop(0))
             return taken[-1]
 
-        monkeypatch.setattr(cli_status, "sample_kafka", fake)
+        monkeypatch.setattr(status_facts, "sample_kafka", fake)
         return taken
 
     def test_pending_per_stage_and_eta(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.settings import LLMSettings, ModelPrice, cost_usd
+from core.settings.llm import LLMSettings, ModelPrice, cost_usd
 
 
 def test_a_model_is_priced_by_name_or_by_its_longest_listed_prefix() -> None:

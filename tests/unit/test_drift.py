@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from core.errors import ConfigError, LLMError
-from core.settings import DriftSettings
+from core.settings.serving import DriftSettings
 from kgrag.testing.scripted_answers import answer, classify
 from kgrag.testing.scripted_llm import ScriptedLLMServer
 from kgrag.testing.scripted_text import RequestRejected

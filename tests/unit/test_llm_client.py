@@ -18,7 +18,7 @@ from core.errors import LLMError
 from core.llm import OpenAIEmbedder, OpenAILLM
 from core.llm_cache import ResponseCache
 from core.llm_calls import is_retryable
-from core.settings import EmbeddingSettings, LLMSettings
+from core.settings.llm import EmbeddingSettings, LLMSettings
 from graph.protocols import ChatResult
 from kgrag.testing.scripted_llm import FaultConfig, ScriptedLLMServer
 
