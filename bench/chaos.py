@@ -66,13 +66,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 from aiokafka.admin import AIOKafkaAdminClient
 
-from bench.freshness import api_ready, start_api
 from bench.ingest import absorbed
 from bench.live import (
     LLMServer,
+    api_ready,
     free_port,
     fresh_namespace,
     from_start,
+    start_api,
     start_llm_server,
     start_worker,
     stop,

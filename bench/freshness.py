@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -48,15 +46,15 @@ import httpx
 import orjson
 
 from bench.live import (
+    api_ready,
     free_port,
     fresh_namespace,
-    log_path,
     peak_rss_mb,
     service_pids,
+    start_api,
     start_worker,
     stop,
     wait_ready,
-    worker_env,
 )
 from bench.results_io import (
     RESULTS,
@@ -145,29 +143,6 @@ async def caught_up(
 
 def _committed_at(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp()
-
-
-def start_api(settings: Settings, port: int) -> subprocess.Popen[bytes]:
-    with open(log_path(settings, "api"), "ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "kgrag.cli", "api", "--port", str(port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=worker_env(settings, {}),
-            cwd=ROOT,
-        )
-
-
-async def api_ready(url: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                r = await c.post("/v1/query/basic", json={"question": "oil prices"})
-                if r.status_code == 200:
-                    return
-            await asyncio.sleep(1)
-    raise RuntimeError("the query service did not serve a graph version in time")
 
 
 # ---- probing ----

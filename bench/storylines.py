@@ -50,8 +50,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 import orjson
 
-from bench.freshness import api_ready, caught_up, start_api
-from bench.live import free_port, fresh_namespace, start_worker, stop, wait_ready
+from bench.freshness import caught_up
+from bench.live import (
+    api_ready,
+    free_port,
+    fresh_namespace,
+    start_api,
+    start_worker,
+    stop,
+    wait_ready,
+)
 from bench.results_io import (
     RESULTS,
     REUTERS_DEV,
