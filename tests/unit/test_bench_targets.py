@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import freshness, ingest
+from bench import freshness, ingest, llm_mode
 from bench.record import derive
 
 
@@ -50,3 +50,27 @@ def test_ingest_targets_read_the_medians_of_the_repeats() -> None:
     assert judged["offline_docs_per_s"]["met"]
     # 0.9 lies within the measured 0.88-0.95: marginal, not met, though the median passes
     assert judged["llm_busy_fraction"]["marginal"] and not judged["llm_busy_fraction"]["met"]
+
+
+def test_llm_mode_targets_read_the_clean_runs_and_the_faulted_one() -> None:
+    index = [{"publish_to_visible_s": s, "chat_calls_total": 988} for s in (28.3, 29.0, 30.1)]
+    update = [{"publish_to_visible_s": s, "chat_calls_total": c} for s, c in ((3.6, 37), (3.9, 41),
+              (4.0, 38))]  # fmt: skip
+    faulted = {"index": {"publish_to_visible_s": 113.8, "chat_calls_total": 1055},
+               "job": {"restarts": 0}}  # fmt: skip
+    figures = {
+        "index": llm_mode.over_repeats(index),
+        "update": llm_mode.over_repeats(update),
+        "faulted": llm_mode.faulted_figures(faulted),
+    }
+    judged = _judged(figures, llm_mode.TARGETS)
+    assert set(judged) == set(llm_mode.TARGETS)
+    assert judged["index_publish_to_visible_s"]["value"] == 29.0
+    assert judged["index_chat_calls_total"]["met"]
+    # 40 calls lie within the measured 37-41: marginal
+    assert judged["update_chat_calls_total"]["marginal"]
+    assert judged["faulted_completed"]["met"] and judged["faulted_job_restarts"]["met"]
+    timed_out = llm_mode.faulted_figures({"index": {"timeout": "no visible version"}})
+    assert not _judged({**figures, "faulted": timed_out}, llm_mode.TARGETS)["faulted_completed"][
+        "met"
+    ]
