@@ -3,10 +3,12 @@ resolves on figures built by the bench's functions, and the verdicts follow the 
 
 from __future__ import annotations
 
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
-from bench import freshness, ingest, llm_mode
+from bench import freshness, ingest, llm_mode, storylines
 from bench.record import derive
+from query.index import QueryIndex
 
 
 def _judged(figures: dict[str, Any], targets: dict[str, Any]) -> dict[str, Any]:
@@ -74,3 +76,43 @@ def test_llm_mode_targets_read_the_clean_runs_and_the_faulted_one() -> None:
     assert not _judged({**figures, "faulted": timed_out}, llm_mode.TARGETS)["faulted_completed"][
         "met"
     ]
+
+
+def _article(i: int, day: str, topic: str) -> dict[str, Any]:
+    return {"id": f"a{i}", "published_at": f"1987-03-{day}T10:00:00", "topics": [topic]}
+
+
+def test_storylines_history_starts_on_its_day_and_the_window_on_the_split() -> None:
+    articles = [_article(i, day, "earn") for i, day in enumerate(("20", "16", "24", "19", "26"))]
+    before, window = storylines.history_and_window(articles, "1987-03-19", "1987-03-24")
+    assert [a["id"] for a in before] == ["a3", "a0"] and [a["id"] for a in window] == ["a2", "a4"]
+    everything, _ = storylines.history_and_window(articles, None, "1987-03-24")
+    assert [a["id"] for a in everything] == ["a1", "a3", "a0"]
+
+
+def test_storylines_targets_read_the_summary() -> None:
+    def row(community: int, docs: list[str]) -> dict[str, Any]:
+        top = [{"id": d, "title": d} for d in docs]
+        return {"title": f"c{community}", "community": community, "level": 0, "documents": 5,
+                "expected_documents": 1.0, "score": 2.0, "top_documents": top, "folded": [],
+                "within": []}  # fmt: skip
+
+    topics = {"a1": {"currency"}, "a2": {"trade"}, "a3": {"acq"}}
+    members = {1: ("e1", "e2"), 2: ("e3",), 3: ("e1", "e2", "e4")}  # 1 nested in 3
+    index = cast(
+        QueryIndex,
+        SimpleNamespace(communities={k: SimpleNamespace(entity_ids=v) for k, v in members.items()}),
+    )
+    answer = {"communities": [row(1, ["a1"]), row(2, ["a2"]), row(3, ["a3"])]}
+    headline = {
+        "kind": "headline",
+        "snapshot_version": 4,
+        "rank": 1,
+        "top_documents": [{"id": "a1"}],
+    }
+    surging = {"currency": {"ratio": 2.0}, "trade": {"ratio": 1.6}, "cocoa": {"ratio": 1.55}}
+    figures = storylines.summarise(answer, [headline], index, topics, surging, surging)
+    judged = _judged(figures, storylines.TARGETS)
+    assert judged["top5_covered"]["value"] == 2 and judged["top5_covered"]["met"]
+    assert judged["duplicates_in_top10"]["value"] == 1 and not judged["duplicates_in_top10"]["met"]
+    assert judged["headline_precision"]["value"] == 1.0
