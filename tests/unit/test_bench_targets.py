@@ -6,8 +6,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, cast
 
-from bench import freshness, ingest, llm_mode, storylines
+from bench import chaos, freshness, ingest, llm_mode, storylines
 from bench.record import derive
+from graph.graph_view import GraphView
 from query.index import QueryIndex
 
 
@@ -116,3 +117,18 @@ def test_storylines_targets_read_the_summary() -> None:
     assert judged["top5_covered"]["value"] == 2 and judged["top5_covered"]["met"]
     assert judged["duplicates_in_top10"]["value"] == 1 and not judged["duplicates_in_top10"]["met"]
     assert judged["headline_precision"]["value"] == 1.0
+
+
+def test_chaos_targets_read_the_comparison_and_the_recoveries() -> None:
+    figures = {
+        **chaos.compare(GraphView(), GraphView(), set()),
+        "vectors_diff": 0,
+        "api_500": 0,
+        **chaos.recovery_figures([4.8, 5.9, 4.7, 7.5]),
+    }
+    judged = _judged(figures, chaos.TARGETS)
+    assert set(judged) == set(chaos.TARGETS)
+    assert all(t["met"] for t in judged.values()), judged
+    missed = chaos.recovery_figures([4.8, None, 4.7, 5.0])
+    assert missed["recoveries_missed"] == 1 and missed["recovery_s"]["max"] == 180.0
+    assert not _judged({**figures, **missed}, chaos.TARGETS)["recovery_s_max"]["met"]
