@@ -17,7 +17,7 @@ def _judged(figures: dict[str, Any], targets: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_freshness_targets_read_the_p95_of_every_probe() -> None:
-    found = [{"basic_s": 0.5 + i / 100, "local_s": 1.0} for i in range(99)]
+    found: list[dict[str, Any]] = [{"basic_s": 0.5 + i / 100, "local_s": 1.0} for i in range(99)]
     found.append({"basic_s": None, "local_s": 1.0})  # never found: counts as the timeout
     figures = freshness.found_figures(found)
     assert figures["basic_found"] == 99 and figures["basic_s"]["n"] == 100
