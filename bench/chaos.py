@@ -1,15 +1,17 @@
 """A chaos run with figures: the live pipeline disturbed every way the reliability issue names,
 compared with an undisturbed run of the same input.
 
-Usage: ``.venv/bin/python bench/chaos.py [--articles 5000] [--rate 12] [--kill-every 20]``
+Usage: ``.venv/bin/python bench/chaos.py [--full] [--articles N] [--rate 12] [--kill-every S]
+[--out PATH]``
 
 What runs. A private Kafka broker and a private Weaviate (the project's own launchers on other
 ports and their own state, so restarting them disturbs nothing else; started here, stopped on
-the way out), the scripted OpenAI-compatible server (LLM mode, 20 ms a call), and per run a
-fresh namespace with ``kgrag worker`` (static membership: ``kafka.instance_id``) and ``kgrag
-api``. The input is the first ``--articles`` Reuters dev articles with ``--corrections`` of
-them corrected, each correction published right after its original (the same batch of the
-chunker): the original's closing sentences cut, so the correction retracts evidence.
+the way out, or by a guard process when the bench is killed), the scripted OpenAI-compatible
+server (LLM mode, 20 ms a call), and per run a fresh namespace with ``kgrag worker`` (static
+membership: ``kafka.instance_id``) and ``kgrag api``. The input is the first ``--articles``
+Reuters dev articles with ``--corrections`` of them corrected, each correction published
+right after its original (the same batch of the chunker): the original's closing sentences
+cut, so the correction retracts evidence.
 
 The *reference* run publishes everything at once and waits. The *chaos* run publishes at
 ``--rate`` articles a second while: the worker is killed with ``kill -9`` every ``--kill-every``
@@ -32,13 +34,22 @@ worker groups' lag 0 and every document folded) and compared on evidence, not pr
   chaos run dead-lettered supports in the reference — a chunk whose every extraction attempt
   came back garbled is dead-lettered with its reason, by design, and its rows differ;
 - ``vectors_diff``: text-unit and entity keys Weaviate holds in one run only, plus duplicates;
-- ``recovery_s``: per kill, seconds from the kill until the graph worker's group commits again
-  (consumption resumed; the worker is restarted at once);
+- ``recovery_s``: seconds from a kill until the graph worker's group commits again
+  (consumption resumed; the worker is restarted at once), median, min and max over the kills
+  (``recovery_s_each`` per kill; a kill after which consumption did not resume within 180 s
+  counts as 180 s and in ``recoveries_missed``);
 - ``dlq``: dead letters of the chaos run by reason (first words);
 - ``api_500``, ``api_503`` (and ``api_ok``, ``api_other``) of the query load.
 
-What it does not model: a worker killed while Weaviate is down and the broker is down at once,
-more than one worker, or disk loss. Writes ``bench/results/chaos.json`` with ``targets``.
+Targets (judged on the full run): 0 documents lost, text units extra, mentions double counted,
+entity, relationship, description and vector differences, differing rows not from dead
+letters (``diffs_not_from_dead_letters_total``) and API 500s; at least 4 kills; every
+recovery within 10 s (``recovery_s`` max). The quick run takes 600 articles (10
+corrections) with Weaviate down 20 s, the broker down 10 s at 60 s and a kill every 15 s;
+``--full`` 5,000 articles (50 corrections), Weaviate down 60 s, the broker down 10 s at
+110 s, a kill every 20 s. What it does not model: a worker killed while Weaviate is down and
+the broker is down at once, more than one worker, or disk loss. Writes its run into
+``bench/results/chaos.json`` (``bench.record``).
 """
 
 from __future__ import annotations
@@ -56,7 +67,6 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,27 +76,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 from aiokafka.admin import AIOKafkaAdminClient
 
-from bench.freshness import api_ready, start_api
 from bench.ingest import absorbed
 from bench.live import (
     LLMServer,
+    api_ready,
+    dies_with_us,
     free_port,
     fresh_namespace,
     from_start,
+    start_api,
     start_llm_server,
     start_worker,
     stop,
     wait_ready,
 )
-from bench.results_io import (
-    RESULTS,
-    machine,
-    now_iso,
-    print_targets,
-    read_jsonl,
-    target,
-    write_result,
-)
+from bench.record import Target, mode_argument, record, timing
+from bench.results_io import REUTERS_DEV, read_jsonl
 from core.lag import pipeline_lag
 from core.publish import DocumentPublisher
 from core.settings import Settings, get_settings
@@ -97,13 +102,41 @@ from kgrag.services import kafka, weaviate
 from kgrag.services.process import port_open, stop_pid
 from streams.codecs import Retraction, decode_chunk_event
 
-RESULT = RESULTS / "chaos.json"
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "reuters-1987-dev.jsonl"
+DATA = REUTERS_DEV
 # below the ephemeral range, apart from the test suite's private services
 PORTS = {"broker": 29692, "controller": 29693, "http": 28281, "grpc": 25252}
 PORTS |= {"gossip": 27947, "raft": 28501}
 FAULTS = {"rate_limit": 0.2, "malformed": 0.05, "retry_after_s": 0.5, "seed": 11}
 QUESTIONS = ("What happened to oil prices?", "What did the central banks do about the dollar?")
+WEAVIATE_AT_S = 30.0  # Weaviate stops this long after publishing starts
+RECOVERY_TIMEOUT_S = 180.0  # a kill after which consumption did not resume counts this long
+MEASURES = ("bench/live.py", "bench/ingest.py", "kgrag/services")
+# each mode's schedule; a command-line option overrides its entry
+MODES = {
+    "quick": {"articles": 600, "corrections": 10, "kill_every": 15.0, "weaviate_down": 20.0,
+              "broker_at": 60.0},
+    "full": {"articles": 5000, "corrections": 50, "kill_every": 20.0, "weaviate_down": 60.0,
+             "broker_at": 110.0},
+}  # fmt: skip
+
+# the limits this bench has always set: nothing lost, doubled or differing, no API 500, at
+# least 4 kills, and every recovery within 10 s
+_ZERO = (
+    "documents_lost",
+    "text_units_extra",
+    "mentions_double_counted",
+    "entities_diff",
+    "relationships_diff",
+    "descriptions_diff",
+    "vectors_diff",
+    "api_500",
+    "diffs_not_from_dead_letters_total",
+)
+TARGETS = {
+    **{name: Target(f"/{name}", "<=", 0) for name in _ZERO},
+    "kills": Target("/kills", ">=", 4),
+    "recovery_s_max": Target("/recovery_s/max", "<=", 10.0),
+}
 
 
 # ---- input ----
@@ -157,6 +190,39 @@ def services_down(settings: Settings) -> None:
         rec = mod.record(settings)
         if rec is not None:
             stop_pid(rec.pid)
+
+
+# Waits for SIGTERM (blocked before it starts, so one sent early stays pending), then stops
+# every service recorded under the state folder it is given (their pids change as the chaos
+# run restarts them, so the records are read then).
+_GUARD = """
+import signal, sys
+from pathlib import Path
+from kgrag.services.process import ServiceRecord, owned_alive, stop_pid
+signal.sigwait({signal.SIGTERM, signal.SIGINT})
+for path in sorted(Path(sys.argv[1]).glob("*/service.json")):
+    record = ServiceRecord.load(path)
+    if record is not None and owned_alive(record):
+        stop_pid(record.pid)
+"""
+
+
+def start_guard(state_dir: Path) -> subprocess.Popen[bytes]:
+    """A process that stops the services recorded under ``state_dir`` when this bench dies,
+    even by ``kill -9`` (the kernel sends it SIGTERM then, ``dies_with_us``); the launcher
+    starts the services in sessions of their own, so nothing else would. Stopping the guard
+    stops them too."""
+    dies = dies_with_us()
+
+    def preexec() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+        dies()
+
+    return subprocess.Popen(
+        [sys.executable, "-c", _GUARD, str(state_dir)],
+        cwd=Path(__file__).resolve().parents[1],
+        preexec_fn=preexec,
+    )
 
 
 # ---- the run ----
@@ -264,7 +330,7 @@ async def kill_and_restart(run: Run) -> None:
     before = await committed_total(settings)
     run.start_worker()
     run.note(f"worker killed and restarted (committed {before})")
-    deadline = killed + 180
+    deadline = killed + RECOVERY_TIMEOUT_S
     while time.monotonic() < deadline:
         await asyncio.sleep(0.25)
         with contextlib.suppress(Exception):
@@ -276,7 +342,7 @@ async def kill_and_restart(run: Run) -> None:
                 run.note(f"consumption resumed after {run.recovery_s[-1]} s")
                 return
     run.recovery_s.append(None)
-    run.note("consumption did not resume within 180 s")
+    run.note(f"consumption did not resume within {RECOVERY_TIMEOUT_S:g} s")
 
 
 async def disturb(run: Run, args: argparse.Namespace, publishing: asyncio.Task[None]) -> None:
@@ -302,7 +368,7 @@ async def disturb(run: Run, args: argparse.Namespace, publishing: asyncio.Task[N
         run.note(f"{what} back")
 
     others = [
-        asyncio.create_task(outage("Weaviate", weaviate, 30, args.weaviate_down)),
+        asyncio.create_task(outage("Weaviate", weaviate, WEAVIATE_AT_S, args.weaviate_down)),
         asyncio.create_task(outage("broker", kafka, args.broker_at, args.broker_down)),
     ]
     quiet = (args.broker_at - 15, args.broker_at + args.broker_down + 20)
@@ -452,6 +518,9 @@ def compare(ref: GraphView, got: GraphView, dead: set[str]) -> dict[str, Any]:
         },
         "descriptions": _diff(descriptions(ref), descriptions(got)),
     }
+    not_from_dead = {
+        kind: len([k for k in keys if not from_dead(k)]) for kind, keys in diffs.items()
+    }
     return {
         "documents_lost": len(set(ref.documents) - set(got.documents)),
         "text_units_extra": len(set(got.text_units) - set(ref.text_units)),
@@ -466,9 +535,8 @@ def compare(ref: GraphView, got: GraphView, dead: set[str]) -> dict[str, Any]:
                 {k: frozenset(f.id for f in c.facts) for k, c in got.claims.items()},
             )
         ),
-        "diffs_not_from_dead_letters": {
-            kind: len([k for k in keys if not from_dead(k)]) for kind, keys in diffs.items()
-        },
+        "diffs_not_from_dead_letters": not_from_dead,
+        "diffs_not_from_dead_letters_total": sum(not_from_dead.values()),
         "diffs_not_from_dead_letters_sample": sorted(
             k for keys in diffs.values() for k in keys if not from_dead(k)
         )[:20],
@@ -486,49 +554,47 @@ def vectors_diff(ref: dict[str, list[str]], got: dict[str, list[str]]) -> int:
 # ---- main ----
 
 
+def recovery_figures(recovery_s: list[float | None]) -> dict[str, Any]:
+    """The kills and the seconds to recover from each, a missed recovery counted as
+    ``RECOVERY_TIMEOUT_S``."""
+    seconds = [RECOVERY_TIMEOUT_S if s is None else s for s in recovery_s]
+    return {
+        "kills": len(recovery_s),
+        "recovery_s": timing(seconds, 2) if seconds else None,
+        "recovery_s_each": recovery_s,
+        "recoveries_missed": sum(1 for s in recovery_s if s is None),
+    }
+
+
 async def main_async(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     taken = [p for p in PORTS.values() if port_open(p)]
     if taken:
         raise SystemExit(f"ports {taken} of the private services are taken")
     settings = private_settings(get_settings(), workdir)
-    at_start = machine("cpu", "nproc", "memory_gib", "python", "platform", "load_average_at_start")
     docs = corpus(args.articles, args.corrections)
     print(f"{len(docs)} documents ({args.corrections} corrections); private services…", flush=True)
-    await asyncio.to_thread(kafka.up, settings)
-    await asyncio.to_thread(weaviate.up, settings)
-    server = start_llm_server(args.latency_ms, workdir / "llm.log")
+    guard = start_guard(settings.services_state_dir)
     try:
-        ref = await one_run(settings, server, docs, args, workdir, chaos=False)
-        print(f"reference: {ref['seconds']} s", flush=True)
-        got = await one_run(settings, server, docs, args, workdir, chaos=True)
-        print(f"chaos: {got['seconds']} s", flush=True)
+        await asyncio.to_thread(kafka.up, settings)
+        await asyncio.to_thread(weaviate.up, settings)
+        server = start_llm_server(args.latency_ms, workdir / "llm.log")
+        try:
+            ref = await one_run(settings, server, docs, args, workdir, chaos=False)
+            print(f"reference: {ref['seconds']} s", flush=True)
+            got = await one_run(settings, server, docs, args, workdir, chaos=True)
+            print(f"chaos: {got['seconds']} s", flush=True)
+        finally:
+            stop(server.proc)
+            services_down(settings)
     finally:
-        stop(server.proc)
-        services_down(settings)
-    figures = compare(ref["view"], got["view"], got["dead"])
+        stop(guard)
     return {
-        "benchmark": "chaos",
-        "date": now_iso(),
-        "machine": at_start,
-        "settings": {
-            "articles": args.articles,
-            "documents_published": len(docs),
-            "corrections": args.corrections,
-            "rate_per_s": args.rate,
-            "kill_every_s": args.kill_every,
-            "weaviate_down_s": args.weaviate_down,
-            "broker_at_s": args.broker_at,
-            "broker_down_s": args.broker_down,
-            "llm_faults": FAULTS,
-            "llm_latency_ms": args.latency_ms,
-            "static_membership": True,
-        },
+        "documents_published": len(docs),
         "reference_s": ref["seconds"],
         "chaos_s": got["seconds"],
-        **figures,
+        **compare(ref["view"], got["view"], got["dead"]),
         "vectors_diff": vectors_diff(ref["vectors"], got["vectors"]),
-        "kills": len(got["recovery_s"]),
-        "recovery_s": got["recovery_s"],
+        **recovery_figures(got["recovery_s"]),
         "dlq": got["dlq"],
         "dlq_reference": ref["dlq"],
         "api_500": got["api"].get("500", 0),
@@ -541,58 +607,57 @@ async def main_async(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     }
 
 
-def targets(r: dict[str, Any]) -> dict[str, Any]:
-    recoveries = [s if s is not None else float("inf") for s in r["recovery_s"]]
-    zero: Callable[[str], dict[str, Any]] = lambda k: target(r[k], 0, "<=")  # noqa: E731
-    return {
-        **{
-            k: zero(k)
-            for k in (
-                "documents_lost",
-                "text_units_extra",
-                "mentions_double_counted",
-                "entities_diff",
-                "relationships_diff",
-                "descriptions_diff",
-                "vectors_diff",
-                "api_500",
-            )
-        },
-        "diffs_not_from_dead_letters": target(
-            sum(r["diffs_not_from_dead_letters"].values()), 0, "<="
-        ),
-        "kills": target(r["kills"], 4, ">="),
-        "recovery_s_max": target(max(recoveries, default=0.0), 10.0, "<="),
-    }
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--articles", type=int, default=5000)
-    ap.add_argument("--corrections", type=int, default=50)
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    mode_argument(ap)
+    ap.add_argument("--articles", type=int, default=None, help="600 quick, 5000 full")
+    ap.add_argument("--corrections", type=int, default=None, help="10 quick, 50 full")
     ap.add_argument("--rate", type=float, default=12.0, help="articles a second, chaos run")
-    ap.add_argument("--kill-every", type=float, default=20.0)
+    ap.add_argument("--kill-every", type=float, default=None, help="15 s quick, 20 s full")
     ap.add_argument("--kills", type=int, default=4)
-    ap.add_argument("--weaviate-down", type=float, default=60.0)
-    ap.add_argument("--broker-at", type=float, default=110.0)
+    ap.add_argument("--weaviate-down", type=float, default=None, help="20 s quick, 60 s full")
+    ap.add_argument("--broker-at", type=float, default=None, help="60 s quick, 110 s full")
     ap.add_argument("--broker-down", type=float, default=10.0)
     ap.add_argument("--latency-ms", type=float, default=20.0)
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds to drain a run")
-    ap.add_argument("--out", type=Path, default=RESULT)
+    ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--keep", action="store_true", help="keep the working folder and its logs")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    args.mode = "full" if args.full else "quick"
+    for key, value in MODES[args.mode].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
     if not DATA.exists():
         print(f"skipped: {DATA} not found")
         return 0
     workdir = Path(tempfile.mkdtemp(prefix="kgrag-chaos-"))
     print(f"working in {workdir} (logs: <namespace>-worker.log, -api.log)", flush=True)
-    result = asyncio.run(main_async(args, workdir))
+    figures = asyncio.run(main_async(args, workdir))
     if not args.keep:
         shutil.rmtree(workdir, ignore_errors=True)
-    result["targets"] = targets(result)
-    write_result(args.out, result)
-    print(json.dumps({k: v for k, v in result.items() if k != "timeline"}, indent=1))
-    print_targets(result, args.out)
+    print(json.dumps({k: v for k, v in figures.items() if k != "timeline"}, indent=1))
+    settings = {
+        "data": DATA.name,
+        "articles": args.articles,
+        "corrections": args.corrections,
+        "rate_per_s": args.rate,
+        "kill_every_s": args.kill_every,
+        "kills_at_least": args.kills,
+        "weaviate_at_s": WEAVIATE_AT_S,
+        "weaviate_down_s": args.weaviate_down,
+        "broker_at_s": args.broker_at,
+        "broker_down_s": args.broker_down,
+        "llm_faults": FAULTS,
+        "llm_latency_ms": args.latency_ms,
+        "static_membership": True,
+        "recovery_timeout_s": RECOVERY_TIMEOUT_S,
+    }
+    record("chaos", args.mode, figures, TARGETS, settings, MEASURES, path=args.out)
     return 0
 
 

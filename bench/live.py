@@ -4,22 +4,29 @@ On the local Kafka and Weaviate (``kgrag services up``; reused, never stopped):
 ``fresh_namespace`` makes a namespace of its own with its topics and drops its topics and
 Weaviate collections on the way out; ``start_worker`` runs ``kgrag worker`` as a subprocess
 against it and ``wait_ready`` waits until its group holds partitions; ``start_llm_server`` runs
-``python -m kgrag.testing.scripted_llm`` in its own process; ``peak_rss_mb`` reads a process's
+``python -m kgrag.testing.scripted_llm`` in its own process; ``start_api`` runs ``kgrag api``
+and ``api_ready`` waits until it serves a graph version; ``peak_rss_mb`` reads a process's
 peak memory; ``stop`` ends the processes started here.
+
+Every process started here is started with ``preexec_fn=dies_with_us()``: the kernel ends it
+when the bench that started it dies, even by ``kill -9``, so a killed bench leaves no worker,
+query service or scripted server running against the shared Kafka and Weaviate.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +38,31 @@ from core.settings import Settings
 from streams.admin import delete_namespace_topics, ensure_topics
 
 # ---- processes ----
+
+_PR_SET_PDEATHSIG = 1
+
+
+def dies_with_us() -> Callable[[], None]:
+    """A ``preexec_fn`` that has the kernel send the child SIGTERM when this process dies
+    (Linux ``PR_SET_PDEATHSIG``; elsewhere it does nothing).
+
+    libc's ``prctl`` is looked up here, before the fork: the child must not ``dlopen`` while
+    another thread of the bench may hold the loader's lock. The signal follows the *thread*
+    that forks, so start children from the thread that lives as long as the bench (its main
+    thread, where the asyncio loop runs). A child whose parent died before the request was in
+    place exits at once."""
+    try:
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return lambda: None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(0)
+
+    return preexec
 
 
 def peak_rss_mb(pid: int | None) -> dict[str, float] | None:
@@ -104,7 +136,35 @@ def start_worker(
             stderr=subprocess.STDOUT,
             env=worker_env(settings, extra),
             cwd=ROOT,
+            preexec_fn=dies_with_us(),
         )
+
+
+def start_api(settings: Settings, port: int) -> subprocess.Popen[bytes]:
+    """``kgrag api`` (the query service) on the namespace and ``port``, logging to
+    ``log_path(settings, "api")``."""
+    with open(log_path(settings, "api"), "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "kgrag.cli", "api", "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=worker_env(settings, {}),
+            cwd=ROOT,
+            preexec_fn=dies_with_us(),
+        )
+
+
+async def api_ready(url: str, timeout: float = 300) -> None:
+    """Until the query service at ``url`` answers a basic search (it serves a graph version)."""
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                r = await c.post("/v1/query/basic", json={"question": "oil prices"})
+                if r.status_code == 200:
+                    return
+            await asyncio.sleep(1)
+    raise RuntimeError("the query service did not serve a graph version in time")
 
 
 def stop(*procs: subprocess.Popen[bytes] | None) -> None:
@@ -253,7 +313,9 @@ def start_llm_server(latency_ms: float, log: Path) -> LLMServer:
     argv = [sys.executable, "-m", "kgrag.testing.scripted_llm", "--port", str(port)]
     argv += ["--latency-ms", str(latency_ms)]
     with open(log, "ab") as fh:
-        proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT)
+        proc = subprocess.Popen(
+            argv, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT, preexec_fn=dies_with_us()
+        )
     server = LLMServer(proc, port)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
