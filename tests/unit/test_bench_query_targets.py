@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bench import check_results, graph_tables, record
+from bench import check_results, graph_tables, query, query_drift, record
 
 HEAD = subprocess.run(
     ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
@@ -100,3 +100,62 @@ def test_a_quick_run_beside_a_full_one_leaves_it_and_its_targets(tmp_path: Path)
     assert document["targets"]["swap_p95_ms_8000"]["value"] == 400.0
     assert "bench/x.py" in document["full"]["measures"]
     assert "bench/graph_tables_s3.py" in document["quick"]["measures"]
+
+
+# ---- query ----
+
+
+def _rows(calls: int, themes_coverage: float, questions: int = 101) -> list[dict[str, Any]]:
+    """One method's rows in query_drift's shape: the themes question first, then gold ones."""
+    return [
+        {
+            "kind": "themes" if i == 0 else "person",
+            "question": f"q{i}",
+            "llm_calls": calls,
+            "tokens_in": 1000,
+            "tokens_out": 100,
+            "documents_reached": 10,
+            "topic_coverage": themes_coverage if i == 0 else 0.5,
+            "ms": float(50 + i),
+        }
+        for i in range(questions)
+    ]
+
+
+def _query_figures(drift_calls: int, drift_coverage: float, context_p95: float) -> dict:
+    drift: dict[str, Any] = {
+        "questions": 101,
+        "drift": query_drift.summarise(_rows(drift_calls, drift_coverage)),
+        "local": query_drift.summarise(_rows(1, 0.1)),
+        "global": query_drift.summarise(_rows(200, 0.5)),
+    }
+    drift["comparison"] = query_drift.comparison(drift)
+    build = [context_p95 / 2] * 94 + [context_p95] * 6
+    return {
+        "latency_ms": {"context_build": record.percentiles(build)},
+        "drift": drift,
+    }
+
+
+def test_query_targets_read_the_drift_comparison_and_the_context_p95() -> None:
+    document = _document("query", _query_figures(8, 1.0, 7.5), query.TARGETS)
+    targets = document["targets"]
+    assert targets["context_build_p95_ms"]["value"] == 7.5
+    assert targets["drift_themes_topic_coverage_minus_local"]["value"] == 0.9
+    assert targets["drift_llm_calls_per_question_over_global_level2"]["value"] == 0.04
+    assert all(t["met"] for t in targets.values())
+    assert check_results.file_problems(document) == []
+
+
+def test_query_targets_fail_as_the_old_inline_limits_did() -> None:
+    # DRIFT below local search's coverage, more than twice global's calls, a slow context
+    document = _document("query", _query_figures(401, 0.0, 120.0), query.TARGETS)
+    assert not any(t["met"] for t in document["targets"].values())
+    assert document["targets"]["drift_llm_calls_per_question_over_global_level2"]["value"] > 2
+    assert check_results.file_problems(document) == []
+
+
+def test_drift_latency_rests_on_every_question_asked() -> None:
+    summary = query_drift.summarise(_rows(8, 1.0))
+    assert summary["ms"]["n"] == 101
+    assert (summary["ms"]["min"], summary["ms"]["max"]) == (50.0, 150.0)
