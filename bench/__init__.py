@@ -2,6 +2,7 @@
 
 Shared by them: ``bench.live`` (the live pipeline: worker and scripted-LLM processes, Kafka
 waits, peak RSS, namespace cleanup) and ``bench.results_io`` (data and result paths, machine
-facts, dates, targets, result writing). ``bench.query_index`` and ``bench.query_quality`` are
-parts of ``bench/query.py``.
+facts, dates, targets, result writing). ``bench.query_index``, ``bench.query_quality`` and
+``bench.query_drift`` are parts of ``bench/query.py`` (the first two also of
+``bench/retrieval.py``).
 """

@@ -12,7 +12,7 @@ same articles on this kind of machine (graphrag 3.3.0, default settings, a fake 
 27 calls.
 
 ``publish_to_visible_s`` runs from the start of publishing to the first *visible* version:
-the newest community-run version of the graph tables (``core.graph_tables``; light commits
+the newest community-run version of the graph tables (``core.tables``; light commits
 between runs carry no new communities or reports) once it holds every published document and
 an LLM-written report for every community (offline stand-ins written for a refused report do
 not count) and reflects every offset the pipeline has consumed; versions are polled every

@@ -1,36 +1,38 @@
-"""Query bench on the Reuters dev set: latency, global-search cost, retrieval quality, themes.
+"""Query bench on the Reuters dev set: latency, global-search cost, themes, DRIFT.
 
-Usage: ``.venv/bin/python bench/query.py [path.jsonl] [--n N] [--rebuild]``
+Usage: ``.venv/bin/python bench/query.py [path.jsonl] [--full] [--n N] [--rebuild]
+[--skip-global] [--skip-drift] [--out PATH]``
 
 Builds (or reuses) an offline index of the articles in-process (``bench/query_index.py``:
 chunk, extract offline, merge, community job, hashing-embedder vectors in Weaviate under the
-``bench-query`` namespace), then measures:
+``bench-query`` namespace, or ``bench-query-quick`` for a quick run, so that neither run's index
+replaces the other's), then measures:
 
-* **latency** of local-context building (``query.context.build_local_context``, pure), of
-  the one filtered Weaviate search giving the candidate text units' distances to the question
+* **latency** (``latency_ms``, p50/p95 with min, max and the sample count, one sample per gold
+  question) of local-context building (``query.context.build_local_context``, pure), of the one
+  filtered Weaviate search giving the candidate text units' distances to the question
   (``query.context.text_unit_distances``, which orders the Sources) and of a whole offline
   local query (embedding + Weaviate entity and text-unit searches + context + the extractive
-  answer), p50/p95 over the gold questions below (target: context p95 <= 100 ms);
+  answer); target: context build p95 <= 100 ms;
 * **global search cost** per community level (0, 1, 2), plain map-reduce and with dynamic
   community selection (``DynamicConfig(max_level=level)``), against the scripted
   OpenAI-compatible server through the real ``openai`` client: calls counted from the
-  server's log, tokens from the results;
-* **retrieval quality**: questions built from the gold labels, "What happened involving
-  <person> in <topic>?" (and the same for organisations), scored by precision@10 of distinct
-  source documents carrying both labels: the Sources of local search's context
-  (``query.context.local_context``, as local search builds it) against basic
-  vector search over text units with the same embedder (target: local >= basic + 10 points);
+  server's log, tokens from the results, seconds over ``GLOBAL_REPEATS`` repeats;
 * **the paper's claim, offline**: for "What are the main themes of these articles?", the
   share of the index's 10 most frequent gold topics whose articles the answer cites (cited
   reports -> communities -> text units -> documents -> topics), global against basic;
 * **DRIFT** beside local and global search at level 2 (``bench/query_drift.py``), with the
   scripted server at 50 ms a call: topic coverage, documents reached, calls, tokens and p95
-  for the main-themes question and 20 gold-label questions, and the issue's two targets.
+  for the main-themes question and the gold-label questions, and the issue's two targets.
 
-The gold questions and the last two measures are in ``bench/query_quality.py``.
+The gold questions and the themes measure are in ``bench/query_quality.py``. Retrieval quality
+(nDCG, precision@10 against BM25) is bench/retrieval.py's.
 
-Needs Weaviate (``.venv/bin/kgrag services up``). Skips cleanly (exit 0) when the data file
-is absent. Writes bench/results/query.json.
+The quick run takes the first 800 articles; ``--full`` all of them (200 gold questions, 101
+asked of DRIFT, so every percentile rests on more than 100 samples). Needs Weaviate
+(``.venv/bin/kgrag services up``). Skips cleanly (exit 0) when the data file is absent. Writes
+its run into ``bench/results/query.json`` (``bench.record``); targets are judged on the full
+run.
 """
 
 from __future__ import annotations
@@ -42,31 +44,33 @@ import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.query_drift import LATENCY_S
 from bench.query_drift import compare as drift_compare
 from bench.query_index import prepare
 from bench.query_quality import (
     LEVELS,
+    PER_KIND,
     THEMES,
     GoldQuestion,
     gold_questions,
-    print_retrieval,
     print_themes,
-    retrieval,
     themes,
 )
-from bench.results_io import RESULTS, REUTERS_DEV, machine_line, now_iso, read_jsonl, write_result
+from bench.record import Target, mode_argument, percentiles, record, timing
+from bench.results_io import REUTERS_DEV, read_jsonl
 from core.clients import build_embedder
 from core.llm import OpenAILLM
 from core.settings import Settings
 from core.settings.llm import LLMSettings
 from core.vector_store import WeaviateStore
+from graph.snapshot_model import Snapshot
 from kgrag.testing.scripted_llm import ScriptedLLMServer
 from prompts import PromptLibrary
 from query.context import (
@@ -84,22 +88,27 @@ from query.offline_answers import offline_basic, offline_local
 from query.time_window import TimeWindow
 
 DATA = REUTERS_DEV
-RESULT = RESULTS / "query.json"
 STORYLINE = "What did OPEC decide about crude oil production quotas and prices?"
+QUICK_ARTICLES = 800
+NAMESPACE = {"full": "bench-query", "quick": "bench-query-quick"}
+DRIFT_PER_KIND = {"full": 50, "quick": 10}  # gold questions of each kind asked of DRIFT
+GLOBAL_REPEATS = 3  # each global search timed this many times
+INDEX_REPEATS = 3  # the query index built from the snapshot this many times
+# the bench code its figures also depend on, besides the product packages
+MEASURES = ("bench/query_index.py", "bench/query_quality.py", "bench/query_drift.py")
+
+TARGETS = {
+    "context_build_p95_ms": Target("/latency_ms/context_build/p95", "<=", 100),
+    "drift_themes_topic_coverage_minus_local": Target(
+        "/drift/comparison/themes_coverage_minus_local", ">=", 0.0
+    ),
+    "drift_llm_calls_per_question_over_global_level2": Target(
+        "/drift/comparison/llm_calls_over_global", "<=", 2.0
+    ),
+}
 
 
 # ==== helpers ===================================================================================
-
-
-def percentiles(samples_ms: Sequence[float]) -> dict[str, float]:
-    ordered = sorted(samples_ms)
-    q = statistics.quantiles(ordered, n=100, method="inclusive") if len(ordered) > 1 else ordered
-    return {
-        "n": len(ordered),
-        "p50_ms": round(statistics.median(ordered), 2),
-        "p95_ms": round(q[94] if len(ordered) > 1 else ordered[0], 2),
-        "max_ms": round(ordered[-1], 2),
-    }
 
 
 async def timed(call: Callable[[], Awaitable[Any]]) -> tuple[Any, float]:
@@ -164,15 +173,18 @@ async def latency(
         for name, ms_phase in context_phases(index, keys, config, deps, distances).items():
             phases[name].append(ms_phase)
     return {
-        "entities": len(index.entities),
-        "select_entities": percentiles(select),
-        "text_unit_distances": percentiles(distances_ms),
-        "context_build": percentiles(build),
-        "context_build_phases": {k: percentiles(v) for k, v in phases.items()},
-        "offline_local_query": percentiles(whole),
-        "offline_basic_query": percentiles(basic),
-        "context_tokens_mean": round(statistics.mean(tokens), 1),
-        "target_context_p95_ms": 100,
+        "context": {
+            "entities": len(index.entities),
+            "tokens_mean": round(statistics.mean(tokens), 1),
+        },
+        "latency_ms": {
+            "select_entities": percentiles(select),
+            "text_unit_distances": percentiles(distances_ms),
+            "context_build": percentiles(build),
+            "context_build_phases": {k: percentiles(v) for k, v in phases.items()},
+            "offline_local_query": percentiles(whole),
+            "offline_basic_query": percentiles(basic),
+        },
     }
 
 
@@ -233,16 +245,19 @@ async def _one_global(
     level: int,
     dynamic: bool,
 ) -> dict[str, Any]:
-    server.clear_calls()
-    result, ms = await timed(
-        lambda: global_search(
-            question,
-            index,
-            deps,
-            config=GlobalSearchConfig(level=level),
-            dynamic=DynamicConfig(max_level=level) if dynamic else None,
+    seconds = []
+    for _ in range(GLOBAL_REPEATS):  # the scripted answers are the same each time
+        server.clear_calls()
+        result, ms = await timed(
+            lambda: global_search(
+                question,
+                index,
+                deps,
+                config=GlobalSearchConfig(level=level),
+                dynamic=DynamicConfig(max_level=level) if dynamic else None,
+            )
         )
-    )
+        seconds.append(ms / 1000)
     by_kind = Counter(c.kind for c in server.calls() if c.path.endswith("/chat/completions"))
     return {
         "level": level,
@@ -257,31 +272,60 @@ async def _one_global(
         "prompt_tokens": result.prompt_tokens,
         "completion_tokens": result.completion_tokens,
         "cited_reports": len(result.citations.get("Reports", [])),
-        "seconds": round(ms / 1000, 2),
+        "seconds": timing(seconds, 2),
     }
 
 
 # ==== main ======================================================================================
 
 
-def _args() -> argparse.Namespace:
+def _args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", nargs="?", type=Path, default=DATA)
-    parser.add_argument("--n", type=int, default=0, help="first N articles (default: all)")
+    mode_argument(parser)
+    parser.add_argument(
+        "--n", type=int, default=None, help="first N articles (default: 800 quick, all full)"
+    )
     parser.add_argument("--rebuild", action="store_true", help="rebuild the index")
     parser.add_argument("--skip-global", action="store_true", help="skip the LLM cost runs")
     parser.add_argument("--skip-drift", action="store_true", help="skip DRIFT beside the others")
-    return parser.parse_args()
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if args.full and (args.skip_global or args.skip_drift):
+        parser.error("a full run measures everything (its targets read DRIFT's figures)")
+    return args
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
-    settings = Settings().model_copy(update={"namespace": "bench-query"})
-    articles = read_jsonl(args.data, args.n or None)
+def index_figures(snapshot: Snapshot, built: dict[str, Any]) -> dict[str, Any]:
+    """The index's sizes, and the query index built from the snapshot (timed, repeated)."""
+    build_ms = []
+    for _ in range(INDEX_REPEATS):
+        started = time.perf_counter()
+        QueryIndex.from_snapshot(snapshot)
+        build_ms.append((time.perf_counter() - started) * 1000)
+    return {
+        "vectors": built["vectors"],
+        "counts": snapshot.meta.counts,
+        "reports": len(snapshot.community_reports),
+        "query_index_build_ms": timing(build_ms, 1),
+        "communities_per_level": dict(
+            sorted(Counter(c.level for c in snapshot.communities).items())
+        ),
+    }
+
+
+async def run(
+    settings: Settings, articles: list[dict[str, Any]], args: argparse.Namespace
+) -> dict[str, Any]:
     snapshot, built = await prepare(settings, articles, rebuild=args.rebuild)
-    started = time.perf_counter()
+    result: dict[str, Any] = {
+        "articles": len(articles),
+        "index_reused": built.get("reused", False),
+        "index": index_figures(snapshot, built),
+    }
     index = QueryIndex.from_snapshot(snapshot)
-    index_ms = (time.perf_counter() - started) * 1000
     questions = gold_questions(articles)
+    result["questions"] = dict(Counter(q.kind for q in questions))
     async with WeaviateStore(settings) as store:
         deps = QueryDeps(
             embedder=build_embedder(settings),
@@ -289,23 +333,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             prompts=PromptLibrary(settings.extraction.prompts_dir),
             count_tokens=token_counter(settings.chunking.encoding),
         )
-        result: dict[str, Any] = {
-            "articles": len(articles),
-            "index": {
-                **{k: v for k, v in built.items() if k != "ids_hash"},
-                "counts": snapshot.meta.counts,
-                "reports": len(snapshot.community_reports),
-                "query_index_build_ms": round(index_ms, 1),
-                "communities_per_level": dict(
-                    sorted(Counter(c.level for c in snapshot.communities).items())
-                ),
-            },
-            "questions": dict(Counter(q.kind for q in questions)),
-        }
-        result["latency"] = await latency(index, deps, questions)
-        _print_latency(result["latency"])
-        result["retrieval"] = await retrieval(index, deps, articles, questions)
-        print_retrieval(result["retrieval"])
+        result |= await latency(index, deps, questions)
+        _print_latency(result)
         basic = await offline_basic(THEMES, index, deps)
         result["themes"] = themes(index, articles, basic)
         print_themes(result["themes"])
@@ -315,17 +344,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if not args.skip_drift:
             print("DRIFT beside local and global (level 2), scripted LLM at 50 ms a call:")
             drift = DriftConfig.of(settings.drift)
-            result["drift"] = await drift_compare(index, deps, articles, questions, drift)
-            result["targets"] = result["drift"].pop("targets")
-    result["machine"] = machine_line()
-    result["date"] = now_iso()
-    if "targets" in result:
-        result["targets"] = result.pop("targets")  # the file ends with its targets
+            per_kind = DRIFT_PER_KIND["full" if args.full else "quick"]
+            result["drift"] = await drift_compare(index, deps, articles, questions, drift, per_kind)
     return result
 
 
 def _print_latency(r: dict[str, Any]) -> None:
-    print(f"latency at {r['entities']} entities (ms):")
+    print(f"latency at {r['context']['entities']} entities (ms):")
+    ms = r["latency_ms"]
     for name in (
         "select_entities",
         "text_unit_distances",
@@ -333,11 +359,11 @@ def _print_latency(r: dict[str, Any]) -> None:
         "offline_local_query",
         "offline_basic_query",
     ):
-        p = r[name]
-        print(f"  {name:22} p50 {p['p50_ms']:8.2f}  p95 {p['p95_ms']:8.2f}  max {p['max_ms']:8.2f}")
-    for name, p in r["context_build_phases"].items():
-        print(f"    phase {name:22} p50 {p['p50_ms']:8.2f}  p95 {p['p95_ms']:8.2f}")
-    print(f"  context tokens (mean) {r['context_tokens_mean']}")
+        p = ms[name]
+        print(f"  {name:22} p50 {p['p50']:8.2f}  p95 {p['p95']:8.2f}  max {p['max']:8.2f}")
+    for name, p in ms["context_build_phases"].items():
+        print(f"    phase {name:22} p50 {p['p50']:8.2f}  p95 {p['p95']:8.2f}")
+    print(f"  context tokens (mean) {r['context']['tokens_mean']}")
 
 
 def _print_global(r: dict[str, Any]) -> None:
@@ -350,18 +376,35 @@ def _print_global(r: dict[str, Any]) -> None:
                 f"calls {row['server_calls']:5} (rating {row['rating_calls']:5}, map "
                 f"{row['map_calls']:4})  prompt tok {row['prompt_tokens']:9}  "
                 f"completion tok {row['completion_tokens']:7}  cited {row['cited_reports']:3}  "
-                f"{row['seconds']:.1f} s"
+                f"{row['seconds']['median']:.1f} s"
             )
 
 
-def main() -> int:
-    args = _args()
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
     if not args.data.exists():
         print(f"skipped: {args.data} not found")
         return 0
-    result = asyncio.run(run(args))
-    write_result(RESULT, result, ensure_ascii=False)
-    print(f"written {RESULT}  ({result['machine']}, {result['date']})")
+    mode = "full" if args.full else "quick"
+    n = args.n if args.n is not None else (0 if args.full else QUICK_ARTICLES)
+    settings = Settings().model_copy(update={"namespace": NAMESPACE[mode]})
+    articles = read_jsonl(args.data, n or None)
+    result = asyncio.run(run(settings, articles, args))
+    run_settings = {
+        "data": args.data.name,
+        "articles": n or "all",
+        "namespace": settings.namespace,
+        "index_reused": result.pop("index_reused"),
+        "gold_questions_per_kind": PER_KIND,
+        "global_repeats": GLOBAL_REPEATS,
+        "skipped": [
+            k for k, skip in (("global", args.skip_global), ("drift", args.skip_drift)) if skip
+        ],
+        "drift_questions_per_kind": DRIFT_PER_KIND[mode],
+        "drift_latency_per_call_s": LATENCY_S,
+        "drift": asdict(DriftConfig.of(settings.drift)),
+    }
+    record("query", mode, result, TARGETS, run_settings, MEASURES, path=args.out)
     return 0
 
 

@@ -1,28 +1,22 @@
-"""The query bench's measures against the gold labels: questions, retrieval quality, themes.
+"""The query bench's measures against the gold labels: questions and themes.
 
 Questions are built from the Reuters labels, "What happened involving <person> in <topic>?"
-(and the same for organisations), ``PER_KIND`` of each kind, seeded. ``retrieval`` scores the
-Sources of local search's context against basic vector search by precision@10 of distinct
-documents carrying both labels; ``themes`` measures, for the "main themes" question, the share
-of the 10 most frequent gold topics whose articles each answer cites. Used by
-``bench/query.py``.
+(and the same for organisations), ``PER_KIND`` of each kind, seeded; ``themes`` measures, for
+the "main themes" question, the share of the 10 most frequent gold topics whose articles each
+answer cites. Used by ``bench/query.py``; the label names and ``first_documents`` also by
+``bench/retrieval.py``, which owns the retrieval-quality figures.
 """
 
 from __future__ import annotations
 
 import random
-import statistics
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from query.basic_search import BasicSearchConfig, basic_context
-from query.context import LocalContextConfig, local_context
-from query.deps import QueryDeps
 from query.index import QueryIndex
 from query.offline_answers import offline_global
-from query.time_window import TimeWindow
 
 THEMES = "What are the main themes of these articles?"
 LEVELS = (0, 1, 2)
@@ -114,18 +108,6 @@ def gold_questions(articles: Sequence[dict[str, Any]], seed: int = 1987) -> list
     return out
 
 
-def relevant_documents(articles: Sequence[dict[str, Any]], q: GoldQuestion) -> set[str]:
-    field = "people" if q.kind == "person" else "orgs"
-    return {str(a["id"]) for a in articles if q.label in a[field] and q.topic in a["topics"]}
-
-
-def gold_entity(q: GoldQuestion, key: str) -> bool:
-    """Whether an entity key names the question's person (by surname) or organisation."""
-    if q.kind == "person":
-        return q.label.split("-")[-1] in key.split()
-    return key in {q.label, ORG_NAMES.get(q.label, "").lower()}
-
-
 def first_documents(index: QueryIndex, source_ids: Sequence[int], k: int = 10) -> list[str]:
     """The first ``k`` distinct documents behind a ranked list of Sources ids."""
     docs: list[str] = []
@@ -136,70 +118,6 @@ def first_documents(index: QueryIndex, source_ids: Sequence[int], k: int = 10) -
         if len(docs) == k:
             break
     return docs
-
-
-# ==== retrieval quality =========================================================================
-
-
-async def retrieval(
-    index: QueryIndex,
-    deps: QueryDeps,
-    articles: Sequence[dict[str, Any]],
-    questions: Sequence[GoldQuestion],
-) -> dict[str, Any]:
-    config = LocalContextConfig()
-    basic_config = BasicSearchConfig(k=30)  # enough text units for 10 distinct documents
-    per_kind: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    examples: list[dict[str, Any]] = []
-    for q in questions:
-        wanted = relevant_documents(articles, q)
-        ctx = await local_context(
-            q.text,
-            index=index,
-            embedder=deps.embedder,
-            store=deps.store,
-            config=config,
-            count_tokens=deps.count_tokens,
-        )
-        keys = ctx.entity_keys
-        local_docs = first_documents(index, ctx.ids["Sources"])
-        basic = await basic_context(q.text, index, deps, config=basic_config, window=TimeWindow())
-        basic_docs = first_documents(index, basic.table.ids)
-        scores = per_kind[q.kind]
-        for method, docs in (("local", local_docs), ("basic", basic_docs)):
-            hits = sum(d in wanted for d in docs)
-            scores[f"{method}_p10"].append(hits / 10)
-            scores[f"{method}_p10_norm"].append(hits / min(10, len(wanted)))
-            scores[f"{method}_docs"].append(len(docs))
-        scores["relevant_docs"].append(len(wanted))
-        scores["gold_entity_selected"].append(float(any(gold_entity(q, k) for k in keys)))
-        if sum(e["kind"] == q.kind for e in examples) < 5:
-            examples.append(
-                {
-                    "kind": q.kind,
-                    "question": q.text,
-                    "relevant": len(wanted),
-                    "entities": [index.entities[k].title for k in keys[:5]],
-                    "local_hits": sum(d in wanted for d in local_docs),
-                    "basic_hits": sum(d in wanted for d in basic_docs),
-                }
-            )
-    summary = {kind: _mean_scores(s) for kind, s in per_kind.items()}
-    summary["all"] = _mean_scores(
-        {k: [x for s in per_kind.values() for x in s[k]] for k in next(iter(per_kind.values()))}
-    )
-    return {"by_kind": summary, "examples": examples, "target_points": 10}
-
-
-def _mean_scores(scores: dict[str, list[float]]) -> dict[str, float]:
-    means = {k: round(statistics.mean(v), 4) for k, v in scores.items()}
-    means["questions"] = len(scores["local_p10"])
-    # the best precision@10 possible: most questions have fewer than 10 relevant documents
-    means["ceiling_p10"] = round(
-        statistics.mean(min(10, r) / 10 for r in scores["relevant_docs"]), 4
-    )
-    means["local_minus_basic_points"] = round(100 * (means["local_p10"] - means["basic_p10"]), 1)
-    return means
 
 
 # ==== main themes =============================================================================
@@ -234,19 +152,6 @@ def _coverage(
         "top10_topics_covered": covered,
         "share": round(len(covered) / len(top10), 2),
     }
-
-
-def print_retrieval(r: dict[str, Any]) -> None:
-    print("retrieval precision@10 (distinct source documents carrying both labels):")
-    for kind, s in r["by_kind"].items():
-        print(
-            f"  {kind:13} n={s['questions']:3}  local {100 * s['local_p10']:5.1f}  "
-            f"basic {100 * s['basic_p10']:5.1f}  (local-basic "
-            f"{s['local_minus_basic_points']:+.1f} pts; normalised local "
-            f"{100 * s['local_p10_norm']:5.1f} basic {100 * s['basic_p10_norm']:5.1f}; "
-            f"named entity selected {100 * s['gold_entity_selected']:.0f}%; "
-            f"ceiling {100 * s['ceiling_p10']:.1f})"
-        )
 
 
 def print_themes(r: dict[str, Any]) -> None:

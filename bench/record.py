@@ -219,15 +219,17 @@ def record(
     settings: Mapping[str, Any],
     measures: Sequence[str] = (),
     path: Path | None = None,
+    script: str | None = None,
 ) -> dict[str, Any]:
     """Write this run into ``bench/results/<name>.json`` beside the other mode's run, derive
-    the targets from the full run, print them, and return the whole document."""
+    the targets from the full run, print them, and return the whole document. ``script``: the
+    benchmark's file, when it is not ``bench/<name>.py`` (one script may record two results)."""
     path = path or result_path(name)
     document: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
     if "full" not in document and "quick" not in document:
         document = {}  # a file from before runs were stamped: replaced whole
     document["bench"] = name
-    document[mode] = {**provenance(mode, settings, [f"bench/{name}.py", *measures])}
+    document[mode] = {**provenance(mode, settings, [script or f"bench/{name}.py", *measures])}
     document[mode]["figures"] = dict(figures)
     document["targets"] = derive(document, targets)
     ordered = {k: document[k] for k in ("bench", "full", "quick", "targets") if k in document}

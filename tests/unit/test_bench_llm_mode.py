@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bench.llm_mode import newest_run, visible
-from core.graph_tables import GraphTables
+from core.tables.store import GraphTables
 from graph.snapshot_model import Snapshot, SnapshotMeta
 
 
