@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from graph.aliases import AliasState, Resolution, confirmed
+from graph.alias_indexes import AliasState
+from graph.aliases import Resolution, confirmed
 from graph.cluster_input import ClusterInput
 from graph.community_ids import HumanIds, Labelled
 from graph.evidence import EvidenceIndex, ReportBasis

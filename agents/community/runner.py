@@ -41,9 +41,9 @@ from graph.aliases import (
     alias_changes,
     alias_rows,
     decision_id,
-    resolve_view,
     uncertain,
 )
+from graph.alias_view import resolve_view
 from graph.community_run import (
     RunParams,
     assign_record_ids,
