@@ -33,6 +33,7 @@ from core.children import die_with_parent
 from core.graph_tables import GraphTables, open_graph_store
 from core.settings import ModelPrice, Settings, cost_usd
 from core.tokenizer import count_tokens, get_encoding
+from graph.alias_view import resolve_view
 from graph.aliases import (
     AliasChange,
     Merge,
@@ -43,7 +44,6 @@ from graph.aliases import (
     decision_id,
     uncertain,
 )
-from graph.alias_view import resolve_view
 from graph.community_run import (
     RunParams,
     assign_record_ids,
