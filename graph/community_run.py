@@ -33,7 +33,8 @@ from graph.graph_view import GraphView, Touched
 from graph.job_state import JobState
 from graph.leiden import Hierarchy, hierarchical_leiden, scratch_modularity
 from graph.leiden_graph import WeightedGraph, build_graph
-from graph.leiden_local import maintain, with_volumes
+from graph.leiden_local import maintain
+from graph.leiden_volumes import with_volumes
 from graph.lineage import LineageEvent, classify, classify_changes, same_members
 from graph.model import Community
 from graph.report_context import ReportClaim, ReportEntity, ReportGraph, ReportRelationship

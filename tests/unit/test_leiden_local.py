@@ -16,7 +16,8 @@ from graph import community_ids
 from graph.cluster_input import Changes, ClusterInput
 from graph.graph_changes import GraphChange
 from graph.leiden import Hierarchy, hierarchical_leiden
-from graph.leiden_local import _KidOf, _place, maintain, with_volumes
+from graph.leiden_local import _KidOf, _place, maintain
+from graph.leiden_volumes import with_volumes
 from tests.unit.test_cluster_input import random_step, refresh
 from tests.unit.test_community_run import World, base_world
 
