@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from graph.aggregates import ClaimAggregate
 from graph.cluster_input import ClusterInput, glue_edges
-from graph.community_ids import Delta, HumanIds, StableCommunities, assign_community_ids
+from graph.community_ids import Delta, StableCommunities, assign_community_ids
 from graph.evidence import (
     EntityFacts,
     EvidenceIndex,
@@ -30,6 +30,7 @@ from graph.evidence import (
     decide_regeneration,
 )
 from graph.graph_view import GraphView, Touched
+from graph.human_ids import HumanIds
 from graph.job_state import JobState
 from graph.leiden import Hierarchy, hierarchical_leiden, scratch_modularity
 from graph.leiden_graph import WeightedGraph, build_graph

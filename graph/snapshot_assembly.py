@@ -16,9 +16,9 @@ import orjson
 
 from graph.aggregates import EntityAggregate, RelationshipAggregate
 from graph.aliases import alias_rows
-from graph.community_ids import HumanIds
 from graph.emerging import emerging_scores
 from graph.graph_view import FreshKeys, GraphView
+from graph.human_ids import HumanIds
 from graph.job_state import JobState
 from graph.model import Community
 from graph.snapshot_model import (
