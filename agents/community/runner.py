@@ -70,9 +70,8 @@ from graph.snapshot_assembly import (
     row_tables,
 )
 from graph.snapshot_model import SnapshotCommunity, SnapshotMeta, SnapshotReport
+from graph.story_detail import ViewStories, describe
 from graph.storylines import (
-    ViewStories,
-    describe,
     fold,
     newsworthy,
     window_back,
