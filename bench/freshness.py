@@ -61,11 +61,11 @@ from bench.live import (
 )
 from bench.record import Target, mode_argument, percentiles, record
 from bench.results_io import REUTERS_DEV, ROOT, read_jsonl
-from core.tables.opening import open_graph_store
 from core.job_status import read_status
 from core.lag import pipeline_lag
 from core.publish import publish
 from core.settings import Settings, load_settings
+from core.tables.opening import open_graph_store
 
 POLL_S = 0.1
 QUIET_S = 15.0  # the warm index is settled when no version came for this long

@@ -44,7 +44,8 @@ import igraph as ig
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.record import Target, mode_argument, ratio, record, timing
-from graph.community_ids import HumanIds, StableCommunities, assign_community_ids
+from graph.community_ids import StableCommunities, assign_community_ids
+from graph.human_ids import HumanIds
 from graph.leiden import DEFAULT_SEED, Hierarchy, hierarchical_leiden
 from graph.leiden_graph import build_graph
 from graph.lineage import classify

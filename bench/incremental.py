@@ -51,10 +51,10 @@ from agents.community.result import RunResult
 from agents.community.runner import Runner
 from bench.record import Target, mode_argument, record, timing
 from bench.results_io import REUTERS_DEV
-from core.tables.opening import open_graph_store
 from core.settings import Settings, load_settings
 from core.settings.community import CommunitySettings
 from core.settings.llm import LLMSettings
+from core.tables.opening import open_graph_store
 from core.tokenizer import ensure_offline_bpe, get_encoding
 from graph.chunking import chunk_document
 from graph.community_run import clustering_graph, whole_aliases

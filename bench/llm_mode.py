@@ -67,13 +67,13 @@ from bench.live import (
 )
 from bench.record import Target, mode_argument, record, timing
 from bench.results_io import REUTERS_DEV
-from core.tables.opening import open_graph_store
-from core.tables.store import GraphTables
 from core.job_status import read_status
 from core.lag import reflects_everything
 from core.publish import publish
 from core.settings import Settings, load_settings
 from core.tables.errors import SnapshotStoreError
+from core.tables.opening import open_graph_store
+from core.tables.store import GraphTables
 from core.tokenizer import ensure_offline_bpe
 from kgrag.testing.scripted_text import content_text, n_tokens
 

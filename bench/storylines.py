@@ -70,9 +70,9 @@ from bench.live import (
 )
 from bench.record import Target, mode_argument, record, timing
 from bench.results_io import REUTERS_DEV, ROOT, read_jsonl
-from core.tables.opening import open_graph_store
 from core.publish import publish
 from core.settings import Settings, load_settings
+from core.tables.opening import open_graph_store
 from query.index import QueryIndex
 from query.sse import event_feed
 

@@ -19,100 +19,25 @@ reports) of every intact child whenever two parents merge. Parent and children l
 rebuilt from the new hierarchy each run, so they are always consistent.
 
 New ids. An unmatched community gets ``c-<n>`` with ``n`` drawn from the ``community`` counter
-of ``HumanIds``, the allocator carried in the job's state: counters only go up, so an id is
-never reused and never derived from positions ("old max + n" reshuffles, as in Microsoft
-GraphRAG's update, re-point ids at other communities). ``n`` is also the community's
-``human_readable_id``.
-
-``HumanIds`` gives every entity, relationship, text unit, community and report a small int that
-never changes once given and is never given to another key, even after its key disappears.
+of ``HumanIds`` (``graph.human_ids``), the allocator carried in the job's state: counters only
+go up, so an id is never reused and never derived from positions ("old max + n" reshuffles, as
+in Microsoft GraphRAG's update, re-point ids at other communities). ``n`` is also the
+community's ``human_readable_id``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 
-from graph.errors import GraphError
+from graph.human_ids import HumanIds
 from graph.leiden import Hierarchy
 from graph.model import Community
 
 COMMUNITY_KIND = "community"
 DEFAULT_JACCARD_THRESHOLD = 0.3
-
-
-class HumanIdsError(GraphError):
-    """A serialised ``HumanIds`` state that does not decode."""
-
-
-@dataclass(frozen=True, slots=True)
-class HumanIds:
-    """Pure allocator of ``human_readable_id``: per kind a counter and the ids given so far.
-
-    ``assign`` returns a new allocator; keys already known keep their id, new keys get the next
-    ints in the order given (pass them in a deterministic order, e.g. first seen).
-    """
-
-    next_ids: Mapping[str, int]
-    assigned: Mapping[str, Mapping[str, int]]
-
-    @classmethod
-    def empty(cls) -> HumanIds:
-        return cls({}, {})
-
-    def get(self, kind: str, key: str) -> int | None:
-        return self.assigned.get(kind, {}).get(key)
-
-    def next_id(self, kind: str) -> int:
-        return self.next_ids.get(kind, 0)
-
-    def assign(self, kind: str, keys: Iterable[str]) -> HumanIds:
-        known = self.assigned.get(kind, {})
-        fresh = [k for k in dict.fromkeys(keys) if k not in known]
-        if not fresh:
-            return self
-        start = self.next_id(kind)
-        table = {**known, **{k: start + i for i, k in enumerate(fresh)}}
-        return HumanIds({**self.next_ids, kind: start + len(fresh)}, {**self.assigned, kind: table})
-
-    def adopt(self, kind: str, given: Mapping[str, int], beyond: int | None) -> HumanIds:
-        """Ids given elsewhere to keys this allocator has not numbered, kept for them, and
-        the counter moved past ``beyond`` (the largest id ever given of the kind). Used when
-        the graph tables are ahead of the state they were written from (a checkpoint older
-        than the last commits): the ids those commits gave stay with their keys, and no
-        number they used is given again. Keys numbered here already keep their numbers."""
-        known = self.assigned.get(kind, {})
-        fresh = {k: n for k, n in given.items() if k not in known}
-        floor = max([self.next_id(kind), *((beyond + 1,) if beyond is not None else ())])
-        floor = max([floor, *(n + 1 for n in fresh.values())])
-        if not fresh and floor == self.next_id(kind):
-            return self
-        assigned = {**self.assigned, kind: {**known, **fresh}} if fresh else self.assigned
-        return HumanIds({**self.next_ids, kind: floor}, assigned)
-
-    def to_dict(self) -> dict[str, object]:
-        """JSON-able form (orjson) for the job's state."""
-        return {
-            "next_ids": dict(sorted(self.next_ids.items())),
-            "assigned": {k: dict(v) for k, v in sorted(self.assigned.items())},
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, object]) -> HumanIds:
-        try:
-            next_ids = {str(k): int(v) for k, v in data["next_ids"].items()}  # type: ignore[attr-defined]
-            assigned = {
-                str(kind): {str(key): int(n) for key, n in table.items()}
-                for kind, table in data["assigned"].items()  # type: ignore[attr-defined]
-            }
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise HumanIdsError(f"malformed human-id state: {e!r}") from e
-        for kind, table in assigned.items():
-            if table and max(table.values()) >= next_ids.get(kind, 0):
-                raise HumanIdsError(f"counter of {kind!r} is behind the ids it gave")
-        return cls(next_ids, assigned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,22 +127,36 @@ def assign_community_ids(
                 fresh,
             )
         )
-    new_ids, human_ids = _fresh_ids(human_ids, len(fresh), {c.id for c in previous})
-    for (level, label), new_id in zip(fresh, new_ids, strict=True):
-        ids[level][label] = new_id
+    human_ids = _give_fresh(human_ids, ids, fresh, {c.id for c in previous})
     out = _communities(hierarchy, ids, previous)
-    had = {c.id: c for c in previous}
-    has = {c.id: c for c in out}
-    delta = Delta(
-        tuple(c for c in previous if has.get(c.id) is not c),
-        tuple(c for c in out if had.get(c.id) is not c),
-    )
     return StableCommunities(
         out,
         human_ids.assign(COMMUNITY_KIND, (c.id for c in out)),
-        delta,
+        _delta(previous, out),
         _labelled(hierarchy, out),
     )
+
+
+def _delta(previous: Sequence[Community], out: tuple[Community, ...]) -> Delta:
+    """What a whole pass changed: the communities on either side that the other does not
+    hold as the same object under their id."""
+    had = {c.id: c for c in previous}
+    has = {c.id: c for c in out}
+    return Delta(
+        tuple(c for c in previous if has.get(c.id) is not c),
+        tuple(c for c in out if had.get(c.id) is not c),
+    )
+
+
+def _give_fresh(
+    human_ids: HumanIds, ids: list[dict[int, str]], fresh: list[tuple[int, int]], taken: set[str]
+) -> HumanIds:
+    """New ids put in ``ids`` at the ``fresh`` (level, label)s, in order; returns the
+    allocator that gave them."""
+    new_ids, human_ids = _fresh_ids(human_ids, len(fresh), taken)
+    for (level, label), new_id in zip(fresh, new_ids, strict=True):
+        ids[level][label] = new_id
+    return human_ids
 
 
 def _level_ids(
@@ -308,9 +247,7 @@ def _assign_placed(
     for level in range(len(levels), len(old_labels)):
         loose.append([old_labels[level][lab] for lab in sorted(old_labels[level])])
     taken = {c.id for c in since.communities} if fresh else set()
-    new_ids, human_ids = _fresh_ids(human_ids, len(fresh), taken)
-    for (level, label), new_id in zip(fresh, new_ids, strict=True):
-        ids[level][label] = new_id
+    human_ids = _give_fresh(human_ids, ids, fresh, taken)
     by_label, after, reused = _placed_communities(hierarchy, placed, ids, since, loose)
     out = tuple(chain.from_iterable(map(level.__getitem__, sorted(level)) for level in by_label))
     delta = Delta(tuple(c for level in loose for c in level if c.id not in reused), tuple(after))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from graph.aggregates import ClaimAggregate
 from graph.cluster_input import ClusterInput, glue_edges
-from graph.community_ids import Delta, HumanIds, StableCommunities, assign_community_ids
+from graph.community_ids import Delta, StableCommunities, assign_community_ids
 from graph.evidence import (
     EntityFacts,
     EvidenceIndex,
@@ -30,10 +30,12 @@ from graph.evidence import (
     decide_regeneration,
 )
 from graph.graph_view import GraphView, Touched
+from graph.human_ids import HumanIds
 from graph.job_state import JobState
 from graph.leiden import Hierarchy, hierarchical_leiden, scratch_modularity
 from graph.leiden_graph import WeightedGraph, build_graph
-from graph.leiden_local import maintain, with_volumes
+from graph.leiden_local import maintain
+from graph.leiden_volumes import with_volumes
 from graph.lineage import LineageEvent, classify, classify_changes, same_members
 from graph.model import Community
 from graph.report_context import ReportClaim, ReportEntity, ReportGraph, ReportRelationship
@@ -120,20 +122,6 @@ def cluster(
     """
     kept = clustering_input(view, state, touched)
     changes = kept.take_changes()
-
-    def run(rebalance: bool) -> Hierarchy:
-        graph, digests, strengths = kept.graph()
-        whole = hierarchical_leiden(
-            graph,
-            max_cluster_size=params.max_cluster_size,
-            seed=params.seed,
-            previous=state.hierarchy,
-            frontier_tolerance=params.frontier_tolerance,
-            rebalance=rebalance,
-            node_stats=(digests, strengths),
-        )
-        return with_volumes(kept, whole)
-
     maintained = None
     if state.hierarchy is not None and changes is not None:
         maintained = maintain(
@@ -144,7 +132,7 @@ def cluster(
             seed=params.seed,
             frontier_tolerance=params.frontier_tolerance,
         )
-    hierarchy = run(False) if maintained is None else maintained
+    hierarchy = _whole_graph(kept, state, params, False) if maintained is None else maintained
     drift = None
     every = params.drift_check_every
     if state.hierarchy is not None and every and (state.version + 1) % every == 0:
@@ -152,7 +140,7 @@ def cluster(
         gap = (scratch - hierarchy.modularity) / scratch if scratch > 0 else 0.0
         drift = DriftCheck(hierarchy.modularity, scratch, gap, gap > params.rebalance_gap)
         if drift.rebalanced:
-            hierarchy = run(True)
+            hierarchy = _whole_graph(kept, state, params, True)
     # the previous run's communities by label, when this hierarchy was made from theirs
     since = state.labelled if hierarchy is maintained else None
     if since is not None and not since.indexes(state.hierarchy, state.communities):
@@ -165,6 +153,24 @@ def cluster(
         since=since,
     )
     return hierarchy, stable, drift
+
+
+def _whole_graph(
+    kept: ClusterInput, state: JobState, params: RunParams, rebalance: bool
+) -> Hierarchy:
+    """The whole graph re-clustered, warm-started from the state's hierarchy (every node
+    free when ``rebalance``), with its level-0 volumes counted."""
+    graph, digests, strengths = kept.graph()
+    whole = hierarchical_leiden(
+        graph,
+        max_cluster_size=params.max_cluster_size,
+        seed=params.seed,
+        previous=state.hierarchy,
+        frontier_tolerance=params.frontier_tolerance,
+        rebalance=rebalance,
+        node_stats=(digests, strengths),
+    )
+    return with_volumes(kept, whole)
 
 
 def lineage(

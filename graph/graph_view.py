@@ -149,35 +149,15 @@ class GraphView:
         """Fold one record of ``graph-changes`` (a change, a document object or the removal
         of one)."""
         self.changes_applied += 1
-        fresh, removed = self.fresh, getattr(self, "removed", None)
         if isinstance(change, dict):
-            doc_id = str(change["id"])
-            before = self._document_share(doc_id)
-            self.documents[doc_id] = change
-            self._count(self._document_share(doc_id), before)
-            fresh.documents.add(doc_id)
-            if removed is not None:
-                removed.documents.discard(doc_id)
+            self._fold_document(change)
             return
         if isinstance(change, DocumentRemoved):
-            # its text units go with their own retractions, which may come before or after
-            self._count((0, 0), self._document_share(change.document_id))
-            if self.documents.pop(change.document_id, None) is not None and removed is not None:
-                removed.documents.add(change.document_id)
-            if not self.document_units.get(change.document_id, True):
-                del self.document_units[change.document_id]
+            self._remove_document(change)
             return
         self._touch(change)
         if change.text_unit is not None:
-            before = self._share(change.chunk_id, change.document_id)
-            self.text_units[change.chunk_id] = change.text_unit
-            self._spent(change.chunk_id, change.llm_tokens)
-            self.document_units.setdefault(change.document_id, set()).add(change.chunk_id)
-            self._count(self._share(change.chunk_id, change.document_id), before)
-            fresh.text_units.add(change.chunk_id)
-            if removed is not None:
-                removed.text_units.discard(change.chunk_id)
-            fresh.documents.add(change.document_id)
+            self._add_unit(change, change.text_unit)
         elif change.retraction and not (
             change.entities
             or change.deleted_entities
@@ -186,21 +166,65 @@ class GraphView:
             or change.claims
             or change.deleted_claims
         ):
-            held = self.text_units.get(change.chunk_id)
-            doc = held.document_id if held is not None else change.document_id
-            before = self._share(change.chunk_id, doc)
-            gone = self.text_units.pop(change.chunk_id, None)
-            self.unit_tokens.pop(change.chunk_id, None)
-            if removed is not None and gone is not None:
-                removed.text_units.add(change.chunk_id)
-            units = self.document_units.get(doc)
-            if units is not None:
-                units.discard(change.chunk_id)
-                if not units and doc not in self.documents:
-                    del self.document_units[doc]  # a deleted document's last text unit
-            self._count((0, 0), before)
-            fresh.text_units.add(change.chunk_id)
-            fresh.documents.add(doc)
+            self._retract_unit(change)
+        self._fold_rows(change)
+
+    def _fold_document(self, document: dict[str, Any]) -> None:
+        """A document object, stored (again) as it came."""
+        removed = getattr(self, "removed", None)
+        doc_id = str(document["id"])
+        before = self._document_share(doc_id)
+        self.documents[doc_id] = document
+        self._count(self._document_share(doc_id), before)
+        self.fresh.documents.add(doc_id)
+        if removed is not None:
+            removed.documents.discard(doc_id)
+
+    def _remove_document(self, change: DocumentRemoved) -> None:
+        """A document taken out; its text units go with their own retractions, which may
+        come before or after."""
+        removed = getattr(self, "removed", None)
+        self._count((0, 0), self._document_share(change.document_id))
+        if self.documents.pop(change.document_id, None) is not None and removed is not None:
+            removed.documents.add(change.document_id)
+        if not self.document_units.get(change.document_id, True):
+            del self.document_units[change.document_id]
+
+    def _add_unit(self, change: GraphChange, unit: Chunk) -> None:
+        """A change's text unit stored, with the tokens its extraction spent."""
+        fresh, removed = self.fresh, getattr(self, "removed", None)
+        before = self._share(change.chunk_id, change.document_id)
+        self.text_units[change.chunk_id] = unit
+        self._spent(change.chunk_id, change.llm_tokens)
+        self.document_units.setdefault(change.document_id, set()).add(change.chunk_id)
+        self._count(self._share(change.chunk_id, change.document_id), before)
+        fresh.text_units.add(change.chunk_id)
+        if removed is not None:
+            removed.text_units.discard(change.chunk_id)
+        fresh.documents.add(change.document_id)
+
+    def _retract_unit(self, change: GraphChange) -> None:
+        """A retraction of a text unit alone: the unit taken out of the view."""
+        fresh, removed = self.fresh, getattr(self, "removed", None)
+        held = self.text_units.get(change.chunk_id)
+        doc = held.document_id if held is not None else change.document_id
+        before = self._share(change.chunk_id, doc)
+        gone = self.text_units.pop(change.chunk_id, None)
+        self.unit_tokens.pop(change.chunk_id, None)
+        if removed is not None and gone is not None:
+            removed.text_units.add(change.chunk_id)
+        units = self.document_units.get(doc)
+        if units is not None:
+            units.discard(change.chunk_id)
+            if not units and doc not in self.documents:
+                del self.document_units[doc]  # a deleted document's last text unit
+        self._count((0, 0), before)
+        fresh.text_units.add(change.chunk_id)
+        fresh.documents.add(doc)
+
+    def _fold_rows(self, change: GraphChange) -> None:
+        """A change's entity, relationship and claim rows (and deletions) folded in."""
+        fresh, removed = self.fresh, getattr(self, "removed", None)
         self._rows(
             change,
             self.entities,

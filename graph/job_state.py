@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from graph.aliases import AliasState, Resolution, confirmed
+from graph.alias_indexes import AliasState
+from graph.aliases import Resolution, confirmed
 from graph.cluster_input import ClusterInput
-from graph.community_ids import HumanIds, Labelled
+from graph.community_ids import Labelled
 from graph.evidence import EvidenceIndex, ReportBasis
 from graph.graph_view import GraphView
+from graph.human_ids import HumanIds
 from graph.leiden import Hierarchy
 from graph.model import Community
 from graph.report_rows import RowCosts

@@ -2,7 +2,7 @@
 
 Used for the first run, a re-balance and whenever the changes since the last hierarchy are
 not known; between those, ``graph.leiden_local`` maintains the hierarchy where the graph
-changed, with the same frontier rule and this module's recursion.
+changed, with the same frontier rule and the same recursion (``graph.leiden_split``).
 
 Hierarchy. Level 0 partitions the whole graph; every community larger than ``max_cluster_size``
 is re-partitioned inside itself (Leiden on its induced subgraph), down until every leaf fits. A
@@ -42,10 +42,9 @@ stays here, at the path the checkpoint names.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from itertools import compress
-from operator import eq
 
 from graph.leiden_graph import HierarchyError, WeightedGraph, gc_paused, node_digests
 from graph.leiden_partition import (
@@ -56,6 +55,7 @@ from graph.leiden_partition import (
     warm_leiden,
     warm_start,
 )
+from graph.leiden_split import SplitNode, internal_edges, ranked_groups, split_community
 
 DEFAULT_SEED = 0xDEADBEEF
 DEFAULT_MAX_CLUSTER_SIZE = 10
@@ -211,14 +211,6 @@ class Hierarchy:
                     raise HierarchyError(f"label {label} at level {level} has two parents")
         frozen = tuple({lab: frozenset(m) for lab, m in lv.items()} for lv in levels)
         return cls(frozen, tuple(parents), 0.0, {})
-
-
-@dataclass(slots=True)
-class _Node:
-    members: list[int]  # global node indexes, sorted
-    children: list[_Node]
-    # (level, label) of the previous community with exactly these members, when copied
-    reused: tuple[int, int] | None = None
 
 
 def hierarchical_leiden(
@@ -384,7 +376,7 @@ def _prepare_previous(
     return PreviousRun(prev.levels, labels, frontier, children), placed
 
 
-def _level_zero(ctx: RunInputs) -> tuple[list[_Node], float]:
+def _level_zero(ctx: RunInputs) -> tuple[list[SplitNode], float]:
     """Leiden on the whole graph, then the recursion into every oversized community."""
     n = len(ctx.keys)
     connected = sorted({*ctx.source, *ctx.target})
@@ -398,137 +390,18 @@ def _level_zero(ctx: RunInputs) -> tuple[list[_Node], float]:
     start = warm_start(ctx, g, connected, 0, ls, lt, ctx.weight)
     membership, partition = warm_leiden(ctx, g, ls, lt, ctx.weight, start)
     modularity = 0.0 if partition is None else float(partition.quality())
-    groups, group_of = _groups(len(connected), membership)
+    groups, group_of = ranked_groups(len(connected), membership)
     members = [list(map(connected.__getitem__, g)) for g in groups]
     members.extend([v] for v in sorted(set(range(n)) - set(connected)))
-    internal = _internal_edges(group_of, ls, lt, range(len(ls)), len(groups))
+    internal = internal_edges(group_of, ls, lt, range(len(ls)), len(groups))
     internal.extend([] for _ in range(len(members) - len(groups)))
-    nodes = [_split(ctx, m, internal[c], 0) for c, m in enumerate(members)]
+    nodes = [split_community(ctx, m, internal[c], 0) for c, m in enumerate(members)]
     return nodes, modularity
-
-
-def _internal_edges(
-    group_of: Sequence[int],
-    ls: Sequence[int],
-    lt: Sequence[int],
-    edges: Iterable[int],
-    n_groups: int,
-) -> list[list[int]]:
-    """``edges`` (whose local endpoints are ``ls``, ``lt``) with both ends in the same group,
-    bucketed by group, in order."""
-    out: list[list[int]] = [[] for _ in range(n_groups)]
-    gs = list(map(group_of.__getitem__, ls))
-    inside = map(eq, gs, map(group_of.__getitem__, lt))
-    for e, c in compress(zip(edges, gs, strict=True), inside):
-        out[c].append(e)
-    return out
-
-
-def _groups(n: int, membership: Sequence[int]) -> tuple[list[list[int]], list[int]]:
-    """Members (local indexes ``0..n-1``) per community, ordered by descending size then
-    smallest member (our labels), and each member's group."""
-    buckets: dict[int, list[int]] = {}
-    for v, c in zip(range(n), membership, strict=True):
-        buckets.setdefault(c, []).append(v)  # ascending v: each bucket is sorted
-    ordered = sorted(buckets.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
-    rank = {c: g for g, (c, _) in enumerate(ordered)}
-    return [m for _, m in ordered], list(map(rank.__getitem__, membership))
-
-
-def _split(ctx: RunInputs, members: list[int], edges: list[int], depth: int) -> _Node:
-    """A community, re-partitioned inside itself while it is larger than ``max_size``."""
-    if len(members) <= ctx.max_size:
-        return _Node(members, [], _previous_leaf(ctx, members))
-    reused = _reuse(ctx, members)
-    if reused is not None:
-        return reused
-    local = dict(zip(members, range(len(members)), strict=True))
-    ls = list(map(local.__getitem__, map(ctx.source.__getitem__, edges)))
-    lt = list(map(local.__getitem__, map(ctx.target.__getitem__, edges)))
-    weights = list(map(ctx.weight.__getitem__, edges))
-    g = make_igraph(len(members), ls, lt)
-    start = warm_start(ctx, g, members, depth + 1, ls, lt, weights)
-    membership, _ = warm_leiden(ctx, g, ls, lt, weights, start)
-    if len(set(membership)) < 2:
-        membership, _ = run_leiden(ctx, g, weights, None, cap=ctx.max_size)
-    if len(set(membership)) < 2:
-        raise HierarchyError(f"Leiden could not split a community of {len(members)} nodes")
-    groups, group_of = _groups(len(members), membership)
-    internal = _internal_edges(group_of, ls, lt, edges, len(groups))
-    return _Node(
-        members,
-        [
-            _split(ctx, list(map(members.__getitem__, g)), internal[c], depth + 1)
-            for c, g in enumerate(groups)
-        ],
-    )
-
-
-def _reuse(ctx: RunInputs, members: list[int]) -> _Node | None:
-    """The previous sub-hierarchy of an identical community none of whose members is on the
-    frontier."""
-    prev = ctx.prev
-    if prev is None or any(map(prev.frontier.__getitem__, members)):
-        return None
-    found = _previous_same(prev, members)
-    if found is None or found not in prev.children:
-        return None
-    return _copy_subtree(prev, *found, members)
-
-
-def _previous_leaf(ctx: RunInputs, members: list[int]) -> tuple[int, int] | None:
-    """(level, label) of the previous leaf community with exactly ``members``, frontier or
-    not: a leaf is its members alone, so the one the split made again is that community,
-    which the caller can then keep (its member set, its label, its id) instead of making it
-    anew."""
-    if ctx.prev is None:
-        return None
-    found = _previous_same(ctx.prev, members)
-    return None if found is None or found in ctx.prev.children else found
-
-
-def _previous_same(prev: PreviousRun, members: list[int]) -> tuple[int, int] | None:
-    """(level, label) of the previous community with exactly ``members``, found through the
-    first member's previous labels, from the top: the first of its communities with the
-    same size, when every member carried that label. Levels where it has no label are
-    above those the labels were looked up for (or it is new). Index lookups only, no member
-    set built: a run reuses most of the hierarchy, and this is done for every community it
-    reuses."""
-    first = members[0]
-    for level, labels in enumerate(prev.labels):
-        label = labels[first]
-        if label is None:
-            continue
-        size = len(prev.levels[level][label])
-        if size > len(members):
-            continue
-        if size == len(members) and list(map(labels.__getitem__, members)).count(label) == size:
-            return level, label
-        return None
-    return None
-
-
-def _copy_subtree(prev: PreviousRun, level: int, label: int, members: list[int]) -> _Node:
-    """The previous community (``level``, ``label``), whose members are now ``members``
-    (sorted indexes), with its sub-hierarchy: each level's members bucketed by their previous
-    label one level down (children partition their parent), so every bucket stays sorted."""
-    kids = prev.children.get((level, label), [])
-    if not kids:
-        return _Node(members, [], (level, label))
-    below = prev.labels[level + 1]
-    buckets: dict[int | None, list[int]] = {kid: [] for kid in kids}
-    for v in members:
-        buckets[below[v]].append(v)
-    return _Node(
-        members,
-        [_copy_subtree(prev, level + 1, kid, buckets[kid]) for kid in kids],
-        (level, label),
-    )
 
 
 def _flatten(
     ctx: RunInputs,
-    top: list[_Node],
+    top: list[SplitNode],
     modularity: float,
     digests: Mapping[str, int],
     strengths: Mapping[str, float],
@@ -537,12 +410,12 @@ def _flatten(
     keys = ctx.keys
     levels: list[dict[int, frozenset[str]]] = []
     parents: list[dict[int, int]] = []
-    frontier: list[tuple[_Node, int | None]] = [(node, None) for node in top]
+    frontier: list[tuple[SplitNode, int | None]] = [(node, None) for node in top]
     while frontier:
         level = len(levels)
         levels.append({})
         parents.append({})
-        below: list[tuple[_Node, int | None]] = []
+        below: list[tuple[SplitNode, int | None]] = []
         for label, (node, parent) in enumerate(frontier):
             levels[level][label] = frozenset(map(keys.__getitem__, node.members))
             if parent is not None:

@@ -16,9 +16,9 @@ import orjson
 
 from graph.aggregates import EntityAggregate, RelationshipAggregate
 from graph.aliases import alias_rows
-from graph.community_ids import HumanIds
 from graph.emerging import emerging_scores
 from graph.graph_view import FreshKeys, GraphView
+from graph.human_ids import HumanIds
 from graph.job_state import JobState
 from graph.model import Community
 from graph.snapshot_model import (
@@ -150,35 +150,42 @@ def row_tables(
     relationships, text units, documents, claims): all of them, or those ``keys`` names that
     still exist. ``deg`` only fills the derived ``degree`` columns, which are not stored."""
     ids, deg = state.human_ids, deg if deg is not None else Counter()
-    entity_keys = (
-        sorted(view.entities) if keys is None else sorted(keys.entities & view.entities.keys())
-    )
-    rel_keys = (
-        sorted(view.relationships)
-        if keys is None
-        else sorted(keys.relationships & view.relationships.keys())
-    )
-    unit_ids = (
-        sorted(view.text_units)
-        if keys is None
-        else sorted(keys.text_units & view.text_units.keys())
-    )
-    doc_ids = (
-        sorted(view.documents) if keys is None else sorted(keys.documents & view.documents.keys())
-    )
-    claim_keys = sorted(view.claims) if keys is None else sorted(keys.claims & view.claims.keys())
     empty: frozenset[str] = frozenset()
     entities = tuple(
         _entity(k, view.entities[k], ids, deg, state, view.entity_units.get(k, empty))
-        for k in entity_keys
+        for k in _wanted(view.entities, None if keys is None else keys.entities)
     )
     relationships = tuple(
         _relationship(
             k, view.relationships[k], ids, deg, state, view.relationship_units.get(k, empty)
         )
-        for k in rel_keys
+        for k in _wanted(view.relationships, None if keys is None else keys.relationships)
     )
-    text_units = tuple(
+    return {
+        "entities": entities,
+        "relationships": relationships,
+        "text_units": _text_unit_rows(
+            view, ids, _wanted(view.text_units, None if keys is None else keys.text_units)
+        ),
+        "documents": _document_rows(
+            view, ids, _wanted(view.documents, None if keys is None else keys.documents)
+        ),
+        "claims": _claim_rows(
+            view, ids, _wanted(view.claims, None if keys is None else keys.claims)
+        ),
+    }
+
+
+def _wanted(table: Mapping[str, object], keys: set[str] | None) -> list[str]:
+    """The keys of ``table`` to write, sorted: all of them, or those of ``keys`` it holds."""
+    return sorted(table) if keys is None else sorted(keys & table.keys())
+
+
+def _text_unit_rows(
+    view: GraphView, ids: HumanIds, unit_ids: Iterable[str]
+) -> tuple[SnapshotTextUnit, ...]:
+    empty: frozenset[str] = frozenset()
+    return tuple(
         SnapshotTextUnit(
             u.id,
             ids.get("text_unit", u.id) or 0,
@@ -193,7 +200,13 @@ def row_tables(
         )
         for u in (view.text_units[i] for i in unit_ids)
     )
-    documents = tuple(
+
+
+def _document_rows(
+    view: GraphView, ids: HumanIds, doc_ids: Iterable[str]
+) -> tuple[SnapshotDocument, ...]:
+    empty: frozenset[str] = frozenset()
+    return tuple(
         SnapshotDocument(
             d_id,
             ids.get("document", d_id) or 0,
@@ -206,7 +219,13 @@ def row_tables(
         )
         for d_id, d in ((i, view.documents[i]) for i in doc_ids)
     )
-    claims = tuple(
+
+
+def _claim_rows(
+    view: GraphView, ids: HumanIds, claim_keys: Iterable[str]
+) -> tuple[SnapshotClaim, ...]:
+    """One row per fact of each claim aggregate."""
+    return tuple(
         SnapshotClaim(
             f.id,
             ids.get("claim", f.id) or 0,
@@ -224,13 +243,6 @@ def row_tables(
         for k in claim_keys
         for f in view.claims[k].facts
     )
-    return {
-        "entities": entities,
-        "relationships": relationships,
-        "text_units": text_units,
-        "documents": documents,
-        "claims": claims,
-    }
 
 
 def fresh_ids(view: GraphView, ids: HumanIds, keys: FreshKeys) -> HumanIds:

@@ -22,12 +22,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from core.errors import KgragError
-from core.tables.opening import open_graph_store
 from core.health import Eta, assess, eta, format_duration, pending_changes
 from core.job_status import JobStatus, read_status
 from core.lag import VECTOR_TOPICS, consumer_lag
 from core.settings import Settings
 from core.tables.errors import SnapshotStoreError
+from core.tables.opening import open_graph_store
 from core.worker_status import WatchdogStatus, describe_failures, read_watchdog_statuses
 
 log = logging.getLogger(__name__)

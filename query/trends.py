@@ -19,18 +19,8 @@ from dataclasses import asdict, dataclass, replace
 from datetime import date, timedelta
 from typing import Any
 
-from graph.storylines import (
-    Daily,
-    NewMember,
-    StoryDetail,
-    Storyline,
-    StoryNode,
-    TopDocument,
-    describe,
-    fold,
-    totals,
-    window_documents,
-)
+from graph.story_detail import NewMember, StoryDetail, TopDocument, describe
+from graph.storylines import Daily, Storyline, StoryNode, fold, totals, window_documents
 from query.index import QueryIndex
 from query.time_window import TimeWindow, to_date
 
@@ -133,7 +123,7 @@ def effective_span(index: QueryIndex, window: TimeWindow, default_days: int) -> 
 
 
 class IndexStories:
-    """``graph.storylines.StoryLookup`` over a query index."""
+    """``graph.story_detail.StoryLookup`` over a query index."""
 
     def __init__(self, index: QueryIndex) -> None:
         self.index = index

@@ -17,10 +17,10 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from core.tables.opening import open_graph_store
-from core.tables.store import GraphTables
 from core.settings import Settings
 from core.settings.llm import ModelPrice, cost_usd
+from core.tables.opening import open_graph_store
+from core.tables.store import GraphTables
 from graph.aliases import alias_rows
 from graph.graph_view import GraphView, Touched
 from graph.job_state import JobState

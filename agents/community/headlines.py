@@ -18,11 +18,9 @@ from core.settings.community import CommunitySettings
 from graph.job_state import JobState
 from graph.snapshot_assembly import newest_time
 from graph.snapshot_model import SnapshotCommunity
+from graph.story_detail import StoryDetail, ViewStories, describe
 from graph.storylines import (
-    StoryDetail,
     Storyline,
-    ViewStories,
-    describe,
     fold,
     newsworthy,
     window_back,

@@ -62,8 +62,8 @@ from core.job_status import (
     write_status,
 )
 from core.settings import Settings
-from graph.job_state import ItemFailure
 from core.tables.errors import GraphStoreUnavailableError
+from graph.job_state import ItemFailure
 
 log = logging.getLogger(__name__)
 

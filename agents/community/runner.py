@@ -44,11 +44,12 @@ from agents.community.state import forget_state, load_state, save_state_soon
 from agents.community.texts import Texts
 from agents.community.vectors import write_report_vectors
 from agents.community.writers import Writers, build_writers
-from core.tables.store import GraphTables
 from core.settings import Settings
 from core.settings.llm import cost_usd
+from core.tables.store import GraphTables
 from core.tokenizer import count_tokens, get_encoding
-from graph.aliases import AliasChange, Resolution, alias_changes, resolve_view
+from graph.alias_view import resolve_view
+from graph.aliases import AliasChange, Resolution, alias_changes
 from graph.community_ids import StableCommunities
 from graph.community_run import (
     DriftCheck,

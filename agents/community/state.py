@@ -43,13 +43,23 @@ def load_state(settings: Settings) -> JobState:
     return state
 
 
+# classes a checkpoint may name at the module they lived in when it was written:
+# (old module, class name) -> the module that holds the class now
+MOVED: dict[tuple[str, str], str] = {
+    ("graph.community_run", "JobState"): "graph.job_state",
+    ("graph.aliases", "NameIndexes"): "graph.alias_indexes",
+    ("graph.aliases", "Related"): "graph.alias_indexes",
+    ("graph.aliases", "AliasState"): "graph.alias_indexes",
+    ("graph.community_ids", "HumanIds"): "graph.human_ids",
+}
+
+
 class _Unpickler(pickle.Unpickler):
-    """Reads checkpoints written before ``JobState`` moved out of ``graph.community_run``."""
+    """Reads checkpoints written before a class of the state moved to another module
+    (``MOVED``)."""
 
     def find_class(self, module: str, name: str) -> Any:
-        if (module, name) == ("graph.community_run", "JobState"):
-            return JobState
-        return super().find_class(module, name)
+        return super().find_class(MOVED.get((module, name), module), name)
 
 
 def upgrade_state(state: JobState) -> JobState:

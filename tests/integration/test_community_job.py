@@ -35,11 +35,11 @@ import pytest
 
 from agents.community.state import CHECKPOINT, job_dir
 from core.publish import publish
+from core.settings import Settings
+from core.settings.llm import LLMSettings
 from core.tables.errors import SnapshotNotFoundError
 from core.tables.opening import open_graph_store
 from core.tables.store import GraphTables
-from core.settings import Settings
-from core.settings.llm import LLMSettings
 from graph.keys import entity_key
 from graph.snapshot_model import Snapshot
 from kgrag.testing.scripted_contexts import parse_tables

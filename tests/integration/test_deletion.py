@@ -35,10 +35,10 @@ import orjson
 import pytest
 
 from core.publish import delete_documents, plan_deletion, publish
-from core.tables.opening import open_graph_store
-from core.tables.store import GraphTables
 from core.settings import Settings
 from core.settings.serving import ApiSettings
+from core.tables.opening import open_graph_store
+from core.tables.store import GraphTables
 from graph.snapshot_model import Snapshot
 from query.api.app import create_app
 from streams.admin import delete_namespace_topics, ensure_topics

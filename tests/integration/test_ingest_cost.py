@@ -23,10 +23,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.publish import publish
-from core.tables.opening import open_graph_store
-from core.tables.store import GraphTables
 from core.settings import Settings
 from core.settings.llm import LLMSettings, cost_usd
+from core.tables.opening import open_graph_store
+from core.tables.store import GraphTables
 from graph.snapshot_model import Snapshot
 from kgrag.testing.scripted_llm import ScriptedLLMServer
 from streams.admin import delete_namespace_topics, ensure_topics

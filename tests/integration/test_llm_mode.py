@@ -32,11 +32,11 @@ import pytest
 from core.job_status import JobStatus, read_status
 from core.lag import reflects_everything
 from core.publish import publish
+from core.settings import Settings
+from core.settings.llm import LLMSettings
 from core.tables.errors import SnapshotStoreError
 from core.tables.opening import open_graph_store
 from core.tables.store import GraphTables
-from core.settings import Settings
-from core.settings.llm import LLMSettings
 from graph.snapshot_model import Snapshot
 from kgrag.testing.scripted_llm import FaultConfig, ScriptedLLMServer
 from streams.admin import delete_namespace_topics, ensure_topics

@@ -30,11 +30,11 @@ import pytest
 from pydantic import SecretStr
 
 from core.object_store import delta_storage_options
-from core.tables.opening import open_graph_store
-from core.tables.store import GraphTables
 from core.settings import Settings
 from core.settings.llm import LLMSettings
 from core.settings.store import TablesSettings
+from core.tables.opening import open_graph_store
+from core.tables.store import GraphTables
 from kgrag.services import objectstore
 from kgrag.services.process import stop_pid
 from streams.admin import delete_namespace_topics, ensure_topics

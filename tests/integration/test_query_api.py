@@ -30,11 +30,11 @@ import uvicorn
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from core.clients import build_embedder
-from core.tables.opening import open_graph_store
-from core.tables.store import GraphTables
 from core.settings import Settings
 from core.settings.llm import LLMSettings
 from core.settings.serving import ApiSettings
+from core.tables.opening import open_graph_store
+from core.tables.store import GraphTables
 from core.vector_store import WeaviateStore
 from graph.snapshot_model import (
     Snapshot,

@@ -1,4 +1,4 @@
-"""Resolving around what changed (``graph.aliases.resolve_view`` with the kept state) decides
+"""Resolving around what changed (``graph.alias_view.resolve_view`` with the kept state) decides
 as resolving the whole graph afresh does, change after change: acronyms introduced and
 retracted, spellings, surnames of one person and of several, entities and relationships
 deleted."""
@@ -10,7 +10,9 @@ import random
 
 import pytest
 
-from graph.aliases import AliasState, Resolution, resolve_view
+from graph.alias_indexes import AliasState
+from graph.alias_view import resolve_view
+from graph.aliases import Resolution
 from graph.graph_changes import GraphChange
 from graph.model import Chunk, ChunkExtraction, EntityMention, RelationshipMention
 from tests.unit.test_community_run import World

@@ -9,7 +9,9 @@ from collections.abc import Iterable
 
 import pytest
 
-from graph.aliases import Named, confirmed, decision_id, resolve, spelling_key, spells
+from graph.alias_names import spelling_key, spells
+from graph.alias_rules import resolve
+from graph.aliases import Named, confirmed, decision_id
 
 
 def named(

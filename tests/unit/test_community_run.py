@@ -21,10 +21,10 @@ import pytest
 import graph.evidence as evidence_module
 from agents.community.result import RunResult
 from agents.community.runner import Runner
-from core.tables.opening import open_graph_store
 from core.settings import Settings, load_settings
 from core.settings.community import CommunitySettings
 from core.settings.llm import LLMSettings
+from core.tables.opening import open_graph_store
 from graph.community_run import evidence_index, report_graph
 from graph.graph_view import GraphView
 from graph.job_state import JobState

@@ -22,10 +22,10 @@ import graph.snapshots
 from agents.community.commit import light_commit
 from agents.community.state import upgrade_state
 from agents.extractor import ExtractionMetrics, build_extractor
-from core.tables import schema
-from core.tables.opening import open_graph_store
 from core.settings import Settings, load_settings
 from core.settings.llm import LLMSettings, cost_usd
+from core.tables import schema
+from core.tables.opening import open_graph_store
 from graph.graph_changes import DocumentRemoved, GraphChange, text_unit_added, text_unit_retracted
 from graph.graph_view import GraphView
 from graph.job_state import JobState

@@ -15,8 +15,10 @@ import pytest
 from graph import community_ids
 from graph.cluster_input import Changes, ClusterInput
 from graph.graph_changes import GraphChange
+from graph.human_ids import HumanIds
 from graph.leiden import Hierarchy, hierarchical_leiden
-from graph.leiden_local import _KidOf, _place, maintain, with_volumes
+from graph.leiden_local import _KidOf, _place, maintain
+from graph.leiden_volumes import with_volumes
 from tests.unit.test_cluster_input import random_step, refresh
 from tests.unit.test_community_run import World, base_world
 
@@ -336,7 +338,7 @@ def test_ids_from_the_placed_labels_alone_are_those_of_the_whole_pass(
     for step in range(firms * 2):
         random_step(world, rng, names, step)
     kept, h = started(world)
-    stable = community_ids.assign_community_ids(h, (), community_ids.HumanIds.empty())
+    stable = community_ids.assign_community_ids(h, (), HumanIds.empty())
     assert stable.labelled is not None
     for step in range(firms * 2, firms * 2 + 30):
         before, h = h, changed_and_maintained((world, rng, names, step), kept, h, placing)

@@ -9,7 +9,8 @@ from itertools import product
 
 import pytest
 
-from graph.community_ids import HumanIds, assign_community_ids
+from graph.community_ids import assign_community_ids
+from graph.human_ids import HumanIds
 from graph.leiden import Hierarchy, hierarchical_leiden
 from graph.leiden_graph import build_graph
 from graph.lineage import LineageEvent, _overlaps, classify

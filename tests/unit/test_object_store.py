@@ -14,10 +14,10 @@ from pydantic import SecretStr
 
 from core.errors import ConfigError
 from core.object_store import delta_storage_options, one_line, split_uri
-from core.tables.errors import GraphStoreUnavailableError
-from core.tables.store import GraphTables
 from core.settings import Settings, load_settings
 from core.settings.store import TablesSettings
+from core.tables.errors import GraphStoreUnavailableError
+from core.tables.store import GraphTables
 from query.api.state import IndexHolder
 from tests.unit.test_graph_tables import graph
 

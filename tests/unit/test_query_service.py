@@ -22,9 +22,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from core.job_status import FailedItem, JobStatus, LastRun, write_status
-from core.tables.store import GraphTables
 from core.settings import Settings, load_settings
 from core.settings.serving import ApiSettings
+from core.tables.store import GraphTables
 from core.worker_status import WatchdogFigures, WatchdogStatus, write_watchdog_status
 from graph.protocols import ChatResult
 from graph.snapshot_model import Snapshot, SnapshotMeta

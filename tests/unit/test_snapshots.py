@@ -306,7 +306,7 @@ class TestCorruption:
 def test_a_report_read_without_its_markdown_builds_the_same_from_its_parts() -> None:
     """The query index leaves ``full_content`` unread (``QUERY_OMITS``); ``body`` must give
     back exactly what the writer stored."""
-    from graph.community_ids import HumanIds
+    from graph.human_ids import HumanIds
     from graph.model import Community
     from graph.snapshot_assembly import report_record
 

@@ -9,14 +9,12 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from graph.lineage import kinds_shown
+from graph.story_detail import describe, key_phrase, same_name
 from graph.storylines import (
     Storyline,
     StoryNode,
-    describe,
     fold,
-    key_phrase,
     newsworthy,
-    same_name,
     storyline_groups,
     window_documents,
 )
