@@ -23,7 +23,7 @@ from graph.leiden import Hierarchy
 from graph.model import Community
 from graph.report_rows import RowCosts
 from graph.snapshot_model import SnapshotReport
-from graph.snapshots import KnownRows
+from graph.version_rows import KnownRows
 
 HISTORY_CAP = 50  # size-history points kept per community
 

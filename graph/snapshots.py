@@ -1,17 +1,18 @@
-"""Snapshot <-> bytes: one JSON-lines payload per table plus ``meta.json``.
+"""The snapshot files of earlier releases: one JSON-lines payload per table plus ``meta.json``.
+
+Graph versions now live in the graph tables (``core.graph_tables``); this format is kept to
+read an old snapshot directory (``core.snapshot_store``) once and convert its latest snapshot
+into the first graph version.
 
 Why JSON lines per table: a table is appended row by row and read back row by row, a damaged
 line names its table and line number, and every file stays readable with ``head``. The codec
-is driven by the dataclasses' own type hints, so adding a field with a default to
-``graph/snapshot_model.py`` needs no change here:
+is driven by the dataclasses' own type hints (``graph.version_rows``), so adding a field with
+a default to ``graph/snapshot_model.py`` needs no change here:
 
 - a field missing from a stored row takes its default (older snapshots stay readable);
 - a stored key the dataclass does not know is ignored (a newer writer does not break an older
   reader);
 - a required field that is missing, or a value of the wrong type, is a ``SnapshotFormatError``.
-
-That is ``graph.codec`` with ``absent="default"`` and no special types, so a row is written
-as orjson renders the dataclass.
 
 ``meta.json`` also records the row count of every table; a table whose row count differs (a
 truncated file) is rejected rather than silently loaded short.
@@ -19,59 +20,24 @@ truncated file) is rejected rather than silently loaded short.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import orjson
 
-from graph.codec import Codec, DecodeError
+from graph.codec import DecodeError
 from graph.errors import GraphError
-from graph.snapshot_model import (
-    Snapshot,
-    SnapshotAlias,
-    SnapshotClaim,
-    SnapshotCommunity,
-    SnapshotDocument,
-    SnapshotEntity,
-    SnapshotMeta,
-    SnapshotRelationship,
-    SnapshotReport,
-    SnapshotTextUnit,
-)
+from graph.snapshot_model import Snapshot, SnapshotMeta
+from graph.version_rows import CODEC, TABLES
 
 FORMAT_VERSION = 1
 META_FILE = "meta.json"
 
-# table name -> row class; the order is the order files are written and read.
-TABLES: dict[str, type] = {
-    "entities": SnapshotEntity,
-    "relationships": SnapshotRelationship,
-    "communities": SnapshotCommunity,
-    "community_reports": SnapshotReport,
-    "text_units": SnapshotTextUnit,
-    "documents": SnapshotDocument,
-    "claims": SnapshotClaim,
-    "aliases": SnapshotAlias,
-}
 # tables added after the format: absent when empty (written before they existed, or no
 # rows), read as empty
 LATER_TABLES = frozenset({"aliases"})
 
-# columns derived from other rows, not stored: they would change with rows that did not (a
-# hub's new relationship would rewrite every one of its relationships' rows, a member's new
-# mention every community above it), so readers derive them
-# (``core.tables.derived.derived_columns``)
-DERIVED: dict[str, tuple[str, ...]] = {
-    "entities": ("degree",),
-    "relationships": ("combined_degree",),
-    "communities": ("relationship_ids", "text_unit_ids"),
-    "community_reports": ("unreflected",),  # kept in its community's row
-}
-
 T = TypeVar("T")
-CODEC = Codec(absent="default")
 
 
 class SnapshotFormatError(GraphError):
@@ -180,31 +146,3 @@ def _decode_rows(table: str, cls: type[T], payload: bytes) -> tuple[T, ...]:
         except DecodeError as err:
             raise SnapshotFormatError(table, str(err), line=number) from err
     return tuple(out)
-
-
-@dataclass(frozen=True, slots=True)
-class KnownRows:
-    """What a writer remembers of the version it committed: a digest of every row by id."""
-
-    version: int
-    digests: dict[str, dict[str, bytes]]
-
-    @classmethod
-    def of(cls, snapshot: Snapshot) -> KnownRows:
-        return cls(
-            snapshot.meta.version,
-            {name: row_digests(name, getattr(snapshot, name)) for name in TABLES},
-        )
-
-
-def row_digests(name: str, rows: Iterable[Any]) -> dict[str, bytes]:
-    """A short digest of each row's stored form (derived columns left out), by id: what a
-    writer keeps to find the rows that changed without reading the previous version back."""
-    derived = DERIVED.get(name, ())
-    out = {}
-    for r in rows:
-        stored = CODEC.encode(r)
-        for column in derived:
-            stored.pop(column, None)
-        out[r.id] = hashlib.blake2b(orjson.dumps(stored), digest_size=8).digest()
-    return out

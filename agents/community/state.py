@@ -51,6 +51,7 @@ MOVED: dict[tuple[str, str], str] = {
     ("graph.aliases", "Related"): "graph.alias_indexes",
     ("graph.aliases", "AliasState"): "graph.alias_indexes",
     ("graph.community_ids", "HumanIds"): "graph.human_ids",
+    ("graph.snapshots", "KnownRows"): "graph.version_rows",
 }
 
 

@@ -2,7 +2,7 @@
 
 They are not stored because they change with rows that did not: a hub's new relationship
 would rewrite every one of its relationships' rows, a member's new mention every community
-above it (``graph.snapshots.DERIVED``).
+above it (``graph.version_rows.DERIVED``).
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ from core.tables.versions import (
     version_info,
 )
 from graph.snapshot_model import Snapshot
-from graph.snapshots import TABLES
+from graph.version_rows import TABLES
 
 
 class TextSink(Protocol):

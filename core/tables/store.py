@@ -59,7 +59,7 @@ from core.tables.reader import GraphTableReader
 from core.tables.schema import VERSION_COLUMN, VERSIONS
 from core.tables.versions import TableChange, VersionInfo
 from graph.snapshot_model import Snapshot, SnapshotMeta
-from graph.snapshots import CODEC, TABLES, KnownRows, row_digests
+from graph.version_rows import CODEC, TABLES, KnownRows, row_digests
 
 log = logging.getLogger(__name__)
 

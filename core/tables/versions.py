@@ -19,7 +19,7 @@ import pyarrow as pa
 from core.tables.errors import GraphTablesError, SnapshotCorruptError, SnapshotNotFoundError
 from graph.codec import DecodeError
 from graph.snapshot_model import SnapshotMeta
-from graph.snapshots import CODEC
+from graph.version_rows import CODEC
 
 PointerStamp = tuple[int, int, int]  # (inode, mtime ns, size) of a pointer; a change detector
 

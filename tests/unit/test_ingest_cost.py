@@ -18,7 +18,7 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
-import graph.snapshots
+import graph.version_rows
 from agents.community.commit import light_commit
 from agents.community.state import upgrade_state
 from agents.extractor import ExtractionMetrics, build_extractor
@@ -337,7 +337,7 @@ class TestOlderTables:
     ) -> None:
         world, job = base_world(), Job(settings_for(tmp_path))
         with monkeypatch.context() as older:  # an earlier release writes version 1
-            older.setitem(graph.snapshots.TABLES, "documents", DocumentBefore)
+            older.setitem(graph.version_rows.TABLES, "documents", DocumentBefore)
             schema.table_schema.cache_clear()
             await job.run(world.view)
         schema.table_schema.cache_clear()

@@ -30,7 +30,7 @@ from graph.graph_view import GraphView
 from graph.keys import entity_key
 from graph.snapshot_assembly import ROW_TABLES, assemble, row_tables
 from graph.snapshot_model import SnapshotMeta
-from graph.snapshots import TABLES, row_digests
+from graph.version_rows import TABLES, row_digests
 from query.results import describe_basis, graph_basis
 from streams.codecs import encode_change
 from tests.unit.test_community_run import Job, World, base_world, settings_for
