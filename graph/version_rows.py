@@ -42,7 +42,8 @@ TABLES: dict[str, type] = {
 
 # columns derived from other rows, not stored: they would change with rows that did not (a
 # hub's new relationship would rewrite every one of its relationships' rows, a member's new
-# mention every community above it), so readers derive them (``core.tables.derived.derived_columns``)
+# mention every community above it), so readers derive them
+# (``core.tables.derived.derived_columns``)
 DERIVED: dict[str, tuple[str, ...]] = {
     "entities": ("degree",),
     "relationships": ("combined_degree",),
