@@ -17,6 +17,7 @@ from typing import Any
 
 from core.settings import Settings
 from graph.job_state import JobState, SummaryRecord
+from graph.moved import moved
 from graph.summaries import description_sets
 
 CHECKPOINT = "checkpoint.pickle"
@@ -43,24 +44,11 @@ def load_state(settings: Settings) -> JobState:
     return state
 
 
-# classes a checkpoint may name at the module they lived in when it was written:
-# (old module, class name) -> the module that holds the class now
-MOVED: dict[tuple[str, str], str] = {
-    ("graph.community_run", "JobState"): "graph.job_state",
-    ("graph.aliases", "NameIndexes"): "graph.alias_indexes",
-    ("graph.aliases", "Related"): "graph.alias_indexes",
-    ("graph.aliases", "AliasState"): "graph.alias_indexes",
-    ("graph.community_ids", "HumanIds"): "graph.human_ids",
-    ("graph.snapshots", "KnownRows"): "graph.version_rows",
-}
-
-
 class _Unpickler(pickle.Unpickler):
-    """Reads checkpoints written before a class of the state moved to another module
-    (``MOVED``)."""
+    """Reads checkpoints written before a class they hold moved to another module."""
 
     def find_class(self, module: str, name: str) -> Any:
-        return super().find_class(MOVED.get((module, name), module), name)
+        return super().find_class(moved(module, name), name)
 
 
 def upgrade_state(state: JobState) -> JobState:

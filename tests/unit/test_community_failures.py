@@ -407,67 +407,6 @@ def test_a_new_leader_keeps_the_last_run_of_the_one_before(tmp_path: Path) -> No
         job._pool.shutdown(cancel_futures=True)
 
 
-def test_a_checkpoint_naming_the_old_module_of_jobstate_still_loads(tmp_path: Path) -> None:
-    from agents.community.state import CHECKPOINT, forget_state, job_dir, load_state
-
-    settings = settings_for(tmp_path)
-    written = JobState(view=base_world().view, offsets={0: 7})
-    old = pickle.dumps(written, protocol=0).replace(
-        b"cgraph.job_state\nJobState\n", b"cgraph.community_run\nJobState\n"
-    )
-    assert b"graph.community_run" in old
-    job_dir(settings).mkdir(parents=True)
-    (job_dir(settings) / CHECKPOINT).write_bytes(old)
-    forget_state(settings)
-    state = load_state(settings)
-    assert type(state) is JobState and state.offsets == {0: 7}
-    assert state.view.entities.keys() == written.view.entities.keys()
-
-
-def test_a_checkpoint_naming_the_old_modules_of_moved_classes_still_loads(
-    tmp_path: Path,
-) -> None:
-    from agents.community.state import CHECKPOINT, MOVED, forget_state, job_dir, load_state
-    from graph.alias_indexes import AliasState, NameIndexes, Related
-    from graph.alias_rules import resolve
-    from graph.aliases import Named
-    from graph.human_ids import HumanIds
-
-    settings = settings_for(tmp_path)
-    named = {
-        "imf": Named("imf", "IMF", "organization", 2, frozenset({"u1", "u2"})),
-        "international monetary fund": Named(
-            "international monetary fund",
-            "International Monetary Fund",
-            "organization",
-            3,
-            frozenset({"u1", "u2"}),
-        ),
-    }
-    indexes = NameIndexes.build(named)
-    related = Related({"imf": {"international monetary fund"}})
-    written = JobState(
-        offsets={0: 7},
-        human_ids=HumanIds.empty().assign("entity", ["imf"]),
-        resolution=resolve(named, {"u1": set(named), "u2": set(named)}, {}),
-        aliases=AliasState(indexes, related, 3),
-    )
-    old = pickle.dumps(written, protocol=0)
-    for (module, name), now in MOVED.items():  # as an earlier version named them
-        old = old.replace(f"c{now}\n{name}\n".encode(), f"c{module}\n{name}\n".encode())
-    for module in ("graph.aliases\nAliasState", "graph.community_ids\nHumanIds"):
-        assert module.encode() in old
-    job_dir(settings).mkdir(parents=True)
-    (job_dir(settings) / CHECKPOINT).write_bytes(old)
-    forget_state(settings)
-    state = load_state(settings)
-    assert state.human_ids == written.human_ids
-    assert state.resolution == written.resolution and state.resolution is not None
-    assert state.resolution.canonical("imf") == "international monetary fund"
-    assert state.aliases is not None and state.aliases.runs_since_full == 3
-    assert state.aliases.indexes == indexes and state.aliases.related == related
-
-
 async def test_the_status_keeps_its_heartbeat_during_a_long_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
