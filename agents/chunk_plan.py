@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from graph.documents import document_to_obj, parse_document
 from graph.errors import InvalidDocumentError
+from graph.extraction.documents import document_to_obj, parse_document
 from graph.model import Chunk, Document
 
 NO_KEY_REASON = (

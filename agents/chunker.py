@@ -25,7 +25,7 @@ from typing import Any
 
 from agents.chunk_plan import DocumentPlan, DocumentRow, plan
 from core.tokenizer import get_encoding
-from graph.chunking import chunk_document
+from graph.extraction.chunking import chunk_document
 from graph.model import Chunk, Document
 from streams.batching import as_current, deliver, finished_batches, key_text, write_rows
 from streams.codecs import (

@@ -25,10 +25,10 @@ import faust
 from core.clients import Clients
 from core.settings import Settings
 from core.vector_store import WeaviateStore
-from graph.aggregates import EntityAggregate, RelationshipAggregate
-from graph.graph_changes import GraphChange
+from graph.merge.aggregates import EntityAggregate, RelationshipAggregate
+from graph.merge.changes import GraphChange
+from graph.merge.tally import Tally
 from graph.model import Chunk
-from graph.tally import Tally
 from streams.batching import finished_batches
 from streams.codecs import PayloadError, Retraction, decode_chunk_event, decode_graph_change
 from streams.topology import Topics

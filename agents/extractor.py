@@ -5,7 +5,7 @@ results are sent in input order, so a retraction that follows a chunk on its par
 follows that chunk's extraction downstream. A chunk whose extraction fails after the LLM
 client's last retry goes to ``extractions.dlq`` with the reason and is not merged at all.
 
-Each extraction record carries the tokens its LLM calls spent (``graph.llm_extraction``), which
+Each extraction record carries the tokens its LLM calls spent (``graph.extraction.llm``), which
 the graph tables add up per document. This process's own spending since it started is on its
 Prometheus registry (:class:`ExtractionMetrics`), failed extractions' calls included.
 """
@@ -24,7 +24,7 @@ from core.clients import Clients
 from core.errors import KgragError
 from core.settings import Settings
 from core.settings.llm import ModelPrice, cost_usd
-from graph.llm_extraction import (
+from graph.extraction.llm import (
     ClaimSpec,
     ExtractionFailedError,
     ExtractionPrompts,

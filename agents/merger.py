@@ -5,7 +5,7 @@
    its entity, relationship or claim-subject key; a retracted chunk becomes a retraction for
    every key of its manifest.
 2. One merger per kind reads its items topic, reads the key's rows by point look-up, applies
-   ``graph.merge`` and publishes the row as it is after the write on ``graph-changes``.
+   ``graph.merge.rules`` and publishes the row as it is after the write on ``graph-changes``.
 
 Rows are written only after the batch's outputs are delivered, and the next batch waits until
 their changelog records are acknowledged (``streams.batching``); a redelivered item finds its
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from graph.aggregates import (
+from graph.merge.aggregates import (
     ClaimAggregate,
     EntityAggregate,
     RelationshipAggregate,
@@ -32,7 +32,16 @@ from graph.aggregates import (
     resample_entity,
     resample_relationship,
 )
-from graph.contributions import (
+from graph.merge.changes import (
+    GraphChange,
+    claims_changed,
+    entity_changed,
+    relationship_changed,
+    text_unit_added,
+    text_unit_retracted,
+)
+from graph.merge.codec import from_dict, to_dict
+from graph.merge.contributions import (
     ChunkManifest,
     ClaimContribution,
     EntityContribution,
@@ -42,15 +51,7 @@ from graph.contributions import (
     document_key,
     stale_keys,
 )
-from graph.graph_changes import (
-    GraphChange,
-    claims_changed,
-    entity_changed,
-    relationship_changed,
-    text_unit_added,
-    text_unit_retracted,
-)
-from graph.merge import (
+from graph.merge.rules import (
     ClaimRows,
     EntityRows,
     RelationshipRows,
@@ -61,7 +62,6 @@ from graph.merge import (
     release_entity,
     release_relationship,
 )
-from graph.merge_codec import from_dict, to_dict
 from graph.model import ChunkExtraction
 from streams.batching import as_current, deliver, finished_batches, write_rows
 from streams.codecs import (
@@ -183,7 +183,7 @@ class MergeKind:
     kind: ItemKind
     aggregate_table: str
     contribution_table: str
-    aggregate: type  # the aggregate record (stored through graph.merge_codec)
+    aggregate: type  # the aggregate record (stored through graph.merge.codec)
     contribution: type  # the contribution record
     changed: Callable[..., GraphChange]
 
@@ -356,7 +356,7 @@ def _step(
     count: int | None,
     max_descriptions: int,
 ) -> Any:
-    """The pure merge step of ``graph.merge`` for ``item``'s kind: absorb it, or release the
+    """The pure merge step of ``graph.merge.rules`` for ``item``'s kind: absorb it, or release the
     contribution a retraction names."""
     retraction = isinstance(item, ItemRetraction)
     if spec.kind == "entity":
@@ -411,7 +411,7 @@ def _resampled(
     cache: RowCache, event: Any, spec: MergeKind, after: Any, max_descriptions: int
 ) -> Any:
     """``after`` with its description (or claim) sample refolded from every live contribution
-    row of its key, read after this item's own row was written (``graph.merge.Step``). Needed
+    row of its key, read after this item's own row was written (``graph.merge.rules.Step``). Needed
     only when a retraction takes a kept value out of a full sample, so rarely: for a hub with
     thousands of distinct descriptions a retraction hits one of its few kept ones with that
     small a chance, and the scan it then costs is amortised to a few rows per retraction."""

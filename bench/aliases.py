@@ -5,7 +5,7 @@ Usage: ``.venv/bin/python bench/aliases.py [path.jsonl] [--full] [--n N] [--repe
 
 Builds the merged graph of the articles in-process (``bench.query_index.build_view``: chunk,
 extract offline, merge, as the stream does) but the last 200, and resolves its keys
-(``graph.alias_view.resolve_view``); then folds the last 200 in batches of 40, as community runs
+(``graph.aliases.view.resolve_view``); then folds the last 200 in batches of 40, as community runs
 see them, each resolved around what it changed and, beside it, afresh: ``incremental`` has
 each batch's time both ways, the keys re-decided and how many decisions differ. Each
 resolution is repeated ``--repeat`` times (3) from copies of the same kept state; a repeat of
@@ -51,12 +51,12 @@ from bench.query_index import build_view
 from bench.record import Target, mode_argument, ratio, record, timing
 from bench.results_io import REUTERS_DEV, read_jsonl
 from core.settings import Settings
-from graph.alias_indexes import AliasState
-from graph.alias_view import resolve_view, view_inputs
-from graph.aliases import PROPOSED, Named, Resolution, confirmed
-from graph.graph_view import GraphView
+from graph.aliases.indexes import AliasState
+from graph.aliases.resolution import PROPOSED, Named, Resolution, confirmed
+from graph.aliases.view import resolve_view, view_inputs
 from graph.keys import entity_key
-from graph.local_merge import LocalMerger
+from graph.merge.local import LocalMerger
+from graph.merge.view import GraphView
 
 # merges judged by hand, "<alias> -> <canonical>": correct or not, with how they were judged
 JUDGED = Path(__file__).with_name("aliases_judged.json")

@@ -58,9 +58,9 @@ from bench.synthetic import Corpus
 from bench.warm_state import Warm
 from core.children import die_with_parent
 from core.settings import Settings
-from graph.community_run import clustering_graph, whole_aliases
-from graph.job_state import JobState
-from graph.leiden import frontier_nodes, hierarchical_leiden
+from graph.communities.leiden import frontier_nodes, hierarchical_leiden
+from graph.job.run import clustering_graph, whole_aliases
+from graph.job.state import JobState
 
 CACHE = ROOT / "bench" / ".cache"
 SMALL_CHANGE = 40

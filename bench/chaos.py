@@ -96,8 +96,8 @@ from core.lag import pipeline_lag
 from core.publish import DocumentPublisher
 from core.settings import Settings, get_settings
 from core.vector_store import WeaviateStore
-from graph.documents import document_from_obj
-from graph.graph_view import GraphView
+from graph.extraction.documents import document_from_obj
+from graph.merge.view import GraphView
 from kgrag.services import kafka, weaviate
 from kgrag.services.process import port_open, stop_pid
 from streams.codecs import Retraction, decode_chunk_event

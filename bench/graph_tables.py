@@ -74,8 +74,8 @@ from core.settings.store import TablesSettings
 from core.tables.opening import open_graph_store
 from core.tables.store import GraphTables
 from core.tables.versions import VersionInfo
-from graph.leiden_graph import gc_paused
-from graph.snapshots import snapshot_to_tables
+from graph.communities.leiden_graph import gc_paused
+from graph.versions.legacy_format import snapshot_to_tables
 from query.context import LocalContextConfig, build_local_context, named_in_window
 from query.deps import token_counter
 from query.index import QueryIndex

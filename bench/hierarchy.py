@@ -44,11 +44,11 @@ import igraph as ig
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.record import Target, mode_argument, ratio, record, timing
-from graph.community_ids import StableCommunities, assign_community_ids
-from graph.human_ids import HumanIds
-from graph.leiden import DEFAULT_SEED, Hierarchy, hierarchical_leiden
-from graph.leiden_graph import build_graph
-from graph.lineage import classify
+from graph.communities.human_ids import HumanIds
+from graph.communities.ids import StableCommunities, assign_community_ids
+from graph.communities.leiden import DEFAULT_SEED, Hierarchy, hierarchical_leiden
+from graph.communities.leiden_graph import build_graph
+from graph.communities.lineage import classify
 
 PLANTED = 50
 EDGES_PER_NODE = 5

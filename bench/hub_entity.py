@@ -2,7 +2,7 @@
 
 Applies 10,000 contributions (distinct chunks, 3,000 documents, two years of days, a few
 hundred distinct descriptions) to one entity through the merger's own rule
-(``graph.merge.absorb_entity``), and reports, per block of 1,000 mentions, the time of one
+(``graph.merge.rules.absorb_entity``), and reports, per block of 1,000 mentions, the time of one
 apply and the serialised size of the aggregate row. Each block is applied ``--repeat`` times
 from the same rows (the rows are immutable; the last repeat's are carried on): ``apply_us`` is
 the median with min and max, and ``first_block_vs_last_block_time_ratio`` (the last block's
@@ -27,9 +27,9 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.record import Target, mode_argument, ratio, record, timing
-from graph.contributions import EntityContribution
-from graph.merge import EntityRows, absorb_entity
-from graph.merge_codec import to_dict
+from graph.merge.codec import to_dict
+from graph.merge.contributions import EntityContribution
+from graph.merge.rules import EntityRows, absorb_entity
 
 MENTIONS = 10_000
 BLOCK = 1_000

@@ -56,14 +56,14 @@ from core.settings.community import CommunitySettings
 from core.settings.llm import LLMSettings
 from core.tables.opening import open_graph_store
 from core.tokenizer import ensure_offline_bpe, get_encoding
-from graph.chunking import chunk_document
-from graph.community_run import clustering_graph, whole_aliases
-from graph.evidence import RegenerationPlan
-from graph.graph_view import GraphView
-from graph.job_state import JobState
-from graph.leiden import Hierarchy, hierarchical_leiden
-from graph.local_merge import LocalMerger
+from graph.communities.leiden import Hierarchy, hierarchical_leiden
+from graph.extraction.chunking import chunk_document
+from graph.job.run import clustering_graph, whole_aliases
+from graph.job.state import JobState
+from graph.merge.local import LocalMerger
+from graph.merge.view import GraphView
 from graph.model import Document
+from graph.reports.evidence import RegenerationPlan
 from offline.extraction import extract_offline
 
 DATA = REUTERS_DEV
@@ -81,7 +81,7 @@ TARGETS = {
 
 
 class Folder(LocalMerger):
-    """Documents chunked and extracted offline, merged in memory (``graph.local_merge``)."""
+    """Documents chunked and extracted offline, merged in memory (``graph.merge.local``)."""
 
     def __init__(self, max_descriptions: int) -> None:
         super().__init__(max_descriptions=max_descriptions)
@@ -226,7 +226,7 @@ def drift_tolerance_what_if(
 
 
 def job_graph(view: GraphView, state: JobState) -> Any:
-    """The graph ``graph.community_run.cluster`` clusters (alias glue included)."""
+    """The graph ``graph.job.run.cluster`` clusters (alias glue included)."""
     return clustering_graph(view, whole_aliases(state))
 
 

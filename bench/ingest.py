@@ -70,7 +70,7 @@ from core.lag import pipeline_lag
 from core.publish import publish
 from core.settings import Settings, load_settings
 from core.tokenizer import ensure_offline_bpe
-from graph.graph_view import GraphView
+from graph.merge.view import GraphView
 from streams.codecs import decode_graph_change
 
 DATA = REUTERS_DEV

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.record import Target, mode_argument, record, timing
 from bench.results_io import REUTERS_DEV, ROOT, read_jsonl
 from core.tokenizer import get_encoding
-from graph.chunking import chunk_document
+from graph.extraction.chunking import chunk_document
 from graph.keys import entity_key
 from graph.model import Chunk, ChunkExtraction, Document
 from offline.extraction import extract_offline

@@ -70,7 +70,7 @@ from core.llm import OpenAILLM
 from core.settings import Settings
 from core.settings.llm import LLMSettings
 from core.vector_store import WeaviateStore
-from graph.snapshot_model import Snapshot
+from graph.versions.model import Snapshot
 from kgrag.testing.scripted_llm import ScriptedLLMServer
 from prompts import PromptLibrary
 from query.context import (

@@ -2,7 +2,7 @@
 
 The same steps as the stream, minus Kafka: chunk every article (600/100 tokens, o200k_base),
 extract offline, fold each chunk's contributions through the merge rules
-(``graph.merge.absorb_entity`` / ``absorb_relationship``) into a ``GraphView`` exactly as the
+(``graph.merge.rules.absorb_entity`` / ``absorb_relationship``) into a ``GraphView`` exactly as the
 merger's ``graph-changes`` would, run the community job once (offline summaries and reports),
 and write text-unit, entity and report vectors with the offline hashing embedder into Weaviate
 under the bench's own namespace (dropped first). ``prepare`` reuses an index built earlier for the
@@ -25,12 +25,12 @@ from core.settings import Settings
 from core.tables.opening import open_graph_store
 from core.tokenizer import get_encoding
 from core.vector_store import WeaviateStore
-from graph.chunking import chunk_document
-from graph.documents import document_from_obj
-from graph.graph_view import GraphView
-from graph.job_state import JobState
-from graph.local_merge import LocalMerger
-from graph.snapshot_model import Snapshot
+from graph.extraction.chunking import chunk_document
+from graph.extraction.documents import document_from_obj
+from graph.job.state import JobState
+from graph.merge.local import LocalMerger
+from graph.merge.view import GraphView
+from graph.versions.model import Snapshot
 from offline.extraction import extract_offline
 
 BATCH = 500

@@ -8,7 +8,7 @@ import pickle
 from typing import Any
 
 from bench.incremental import Folder
-from graph.job_state import JobState
+from graph.job.state import JobState
 
 
 class Warm:

@@ -30,8 +30,8 @@ from aiokafka import AIOKafkaProducer
 
 from core.errors import KgragError
 from core.settings import Settings
-from graph.documents import document_to_obj, parse_document
 from graph.errors import InvalidDocumentError
+from graph.extraction.documents import document_to_obj, parse_document
 from graph.model import Document
 
 if TYPE_CHECKING:  # the tables' imports (pyarrow, deltalake) are left to those who read them

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from graph.snapshot_model import Snapshot
+from graph.versions.model import Snapshot
 
 
 @dataclass(frozen=True, slots=True)

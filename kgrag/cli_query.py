@@ -364,7 +364,7 @@ def watch_cmd(
     the last days against what was expected, new entities, top articles). ``--raw`` shows
     every community lineage event too (emerged, grew, shrank, split, merged, dissolved,
     report_updated) and names resolved to one thing (aliased, unaliased)."""
-    from graph.lineage import PUBLISHED_KINDS, kinds_shown
+    from graph.communities.lineage import PUBLISHED_KINDS, kinds_shown
 
     unknown = sorted(set(kind or ()) - set(PUBLISHED_KINDS))
     if unknown:

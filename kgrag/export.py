@@ -48,7 +48,7 @@ import pyarrow.parquet as pq
 
 from core.errors import KgragError
 from core.settings import Settings
-from graph.snapshot_model import Snapshot
+from graph.versions.model import Snapshot
 
 STR = pa.string()
 INT = pa.int64()

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from graph.model import Community
-from graph.report_context import (
+from graph.reports.context import (
     ChildReport,
     Hrid,
     ReportContext,

@@ -26,7 +26,7 @@ from core.errors import KgragError
 
 SHIPPED_DIR = Path(__file__).resolve().parent
 
-# The delimiters of GraphRAG's extraction protocol. graph/extraction_parsing.py owns them;
+# The delimiters of GraphRAG's extraction protocol. graph/extraction/parsing.py owns them;
 # these fall-backs (same values) keep prompts renderable if that module is absent.
 _DEFAULT_DELIMITERS = {
     "tuple_delimiter": "<|>",
@@ -64,9 +64,9 @@ class PromptError(KgragError):
 
 
 def delimiters() -> dict[str, str]:
-    """The extraction delimiters, from graph.extraction_parsing when it defines them."""
+    """The extraction delimiters, from graph.extraction.parsing when it defines them."""
     try:
-        from graph import extraction_parsing as ep
+        from graph.extraction import parsing as ep
     except ImportError:
         return dict(_DEFAULT_DELIMITERS)
     return {
@@ -297,7 +297,8 @@ class AliasVerdict(BaseModel):
 def render_confirm_alias(
     lib: PromptLibrary, *, alias: str, canonical: str, evidence: str, passages: Sequence[str]
 ) -> str:
-    """Ask whether two names the alias rules matched name one entity (``graph.aliases``)."""
+    """Ask whether two names the alias rules matched name one entity
+    (``graph.aliases.resolution``)."""
     body = "\n\n".join(f"[{i}] {p.strip()}" for i, p in enumerate(passages, 1))
     return lib.render(
         "confirm_alias",

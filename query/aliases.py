@@ -1,7 +1,7 @@
 """The ``aliases`` graph table as the query side reads it: which name a key resolves to.
 
-The community job resolves which entity keys name one thing (``graph.aliases``) and writes
-the result as the ``aliases`` table: keys merged whole ("imf" into "international monetary
+The community job resolves which entity keys name one thing (``graph.aliases.resolution``) and
+writes the result as the ``aliases`` table: keys merged whole ("imf" into "international monetary
 fund") and, for a surname several people share, the text units where it means one of them.
 Entities stay separate rows, so the tables keep every name as written; the query side reads
 through the aliases:
@@ -22,8 +22,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from graph.aliases import NAMESAKE
-from graph.snapshot_model import SnapshotAlias
+from graph.aliases.resolution import NAMESAKE
+from graph.versions.model import SnapshotAlias
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from graph.snapshot_model import SnapshotTextUnit
+from graph.versions.model import SnapshotTextUnit
 from prompts import render_basic_search_system
 from query.basic import search_text_units
 from query.citations import DATASETS, check_citations

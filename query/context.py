@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from graph.protocols import Embedder, VectorStore
-from graph.snapshot_model import SnapshotClaim, SnapshotEntity, SnapshotRelationship
+from graph.versions.model import SnapshotClaim, SnapshotEntity, SnapshotRelationship
 from query.activity import active_communities, entity_mentions
 from query.citations import DATASETS
 from query.entity_names import content_words, keyword_query, named_entities, phrases

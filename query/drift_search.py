@@ -33,7 +33,7 @@ from pydantic import ValidationError
 
 from core.errors import ConfigError, LLMError
 from core.settings.serving import DriftSettings
-from graph.snapshot_model import SnapshotReport
+from graph.versions.model import SnapshotReport
 from prompts import render_drift_local_system, render_drift_primer, render_drift_reduce_system
 from query.activity import active_communities
 from query.citations import CitationCheck, check_citations, cited_ids

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from graph.snapshot_model import SnapshotReport
+from graph.versions.model import SnapshotReport
 from prompts import render_community_rating
 from query.activity import active_communities
 from query.deps import QueryDeps, ask

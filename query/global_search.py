@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.errors import LLMError
-from graph.snapshot_model import SnapshotReport
+from graph.versions.model import SnapshotReport
 from prompts import render_global_map_system, render_global_reduce_system
 from query.citations import CitationCheck, check_citations, cited_ids
 from query.deps import OnText, QueryDeps, ask, forget

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from core.tables.store import GraphTables
+from graph.communities.leiden_graph import gc_paused
 from graph.keys import entity_key
-from graph.leiden_graph import gc_paused
-from graph.snapshot_model import (
+from graph.versions.model import (
     Snapshot,
     SnapshotClaim,
     SnapshotCommunity,

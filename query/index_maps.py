@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Protocol, TypeVar
 
-from graph.snapshot_model import SnapshotCommunity, SnapshotRelationship, SnapshotReport
+from graph.versions.model import SnapshotCommunity, SnapshotRelationship, SnapshotReport
 
 
 class _Row(Protocol):

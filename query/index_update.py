@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from core.tables.versions import TableChange
+from graph.communities.leiden_graph import gc_paused
 from graph.keys import entity_key
-from graph.leiden_graph import gc_paused
-from graph.snapshot_model import (
+from graph.versions.model import (
     SnapshotClaim,
     SnapshotCommunity,
     SnapshotMeta,

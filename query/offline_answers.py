@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from graph.snapshot_model import SnapshotReport, SnapshotTextUnit
+from graph.versions.model import SnapshotReport, SnapshotTextUnit
 from offline.embedding import tokens
 from query.basic_search import BasicSearchConfig, basic_context
 from query.citations import check_citations, format_citation

@@ -28,7 +28,7 @@ import math
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 
-from graph.snapshot_model import SnapshotClaim, SnapshotRelationship, SnapshotReport
+from graph.versions.model import SnapshotClaim, SnapshotRelationship, SnapshotReport
 from query.index import QueryIndex
 from query.time_window import TimeWindow, to_date
 

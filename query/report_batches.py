@@ -15,7 +15,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from graph.snapshot_model import SnapshotReport
+from graph.versions.model import SnapshotReport
 from query.activity import active_communities
 from query.index import QueryIndex
 from query.tables import Table, TokenCounter, render_row, truncate_to_tokens

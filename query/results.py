@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from graph.protocols import ChatResult
-from graph.snapshot_model import SnapshotMeta
+from graph.versions.model import SnapshotMeta
 
 AnswerMode = Literal["llm", "offline"]
 

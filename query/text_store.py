@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from core.tables.codecs import rows_to_arrow, stored_decoder
-from graph.version_rows import TABLES
+from graph.versions.rows import TABLES
 
 # the columns kept here, per graph table; everything else stays in the row objects
 BULK: Mapping[str, tuple[str, ...]] = {

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from graph.emerging import EmergingError, parse_document_time
+from graph.trends.emerging import EmergingError, parse_document_time
 from query.errors import TimeWindowError
 
 _RELATIVE = re.compile(r"^\s*(?:last\s+)?(\d{1,5})\s*(d|days?|w|weeks?)\s*$", re.IGNORECASE)

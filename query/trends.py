@@ -2,11 +2,11 @@
 
 The window is ``since`` .. ``until`` (whole days); an open end is the newest document's day
 and an open start is ``default_days`` before the end, so "trends" with no window means the
-last week of the collection. Communities are ranked by ``graph.emerging`` on their daily
+last week of the collection. Communities are ranked by ``graph.trends.emerging`` on their daily
 mentions against the whole graph's (shares of the news), with the window as the recent
 period and its end as ``as_of`` (mentions after the end are not seen, so asking about March
 gives March's answer even in a snapshot of June), and folded into one row per storyline
-(``graph.storylines``): the levels of one story are one row, rows never share members, and
+(``graph.trends.storylines``): the levels of one story are one row, rows never share members, and
 each row says why it is news (its top documents, its new entities) and is titled by them
 (by its report's title when an LLM wrote it). Only communities mentioned in the window are
 listed.
@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, replace
 from datetime import date, timedelta
 from typing import Any
 
-from graph.story_detail import NewMember, StoryDetail, TopDocument, describe
-from graph.storylines import Daily, Storyline, StoryNode, fold, totals, window_documents
+from graph.trends.story_detail import NewMember, StoryDetail, TopDocument, describe
+from graph.trends.storylines import Daily, Storyline, StoryNode, fold, totals, window_documents
 from query.index import QueryIndex
 from query.time_window import TimeWindow, to_date
 
@@ -123,7 +123,7 @@ def effective_span(index: QueryIndex, window: TimeWindow, default_days: int) -> 
 
 
 class IndexStories:
-    """``graph.story_detail.StoryLookup`` over a query index."""
+    """``graph.trends.story_detail.StoryLookup`` over a query index."""
 
     def __init__(self, index: QueryIndex) -> None:
         self.index = index

@@ -57,7 +57,7 @@ class DurableTable(faust.Table):
     def prefix_items(self, prefix: str) -> Iterator[tuple[str, Any]]:
         """The rows whose key starts with ``prefix`` in the current event's partition, in key
         order, read by a RocksDB seek: the rows one key's items wrote under its own key
-        prefix (``graph.contributions.contribution_key``) all live in the partition those
+        prefix (``graph.merge.contributions.contribution_key``) all live in the partition those
         items arrive on. faust offers no ranged read, so this opens the store's partition
         database (``Store._db_for_partition``, checked by ``streams.internals``)."""
         ref = _current_event.get()

@@ -12,7 +12,7 @@ retraction withdraws what one chunk contributed (a corrected document).
 - ``graph-changes`` (key: row key, chunk id or document id): ``{"kind": "change", "change"}``,
   ``{"kind": "document", "document"}`` or ``{"kind": "document_removed", "id"}``
 
-The bodies are ``graph.merge_codec``'s forms, derived from the dataclasses' type hints; only
+The bodies are ``graph.merge.codec``'s forms, derived from the dataclasses' type hints; only
 the envelopes are written here. An extraction keeps its compact form: each mention is the
 list of its field values without the trailing ``chunk_id``, which is the chunk's own, and the
 tokens it spent are ``"tokens": [prompt, completion]``, left out when both are 0 (offline, or
@@ -28,11 +28,15 @@ from typing import Any, Literal
 
 import orjson
 
-from graph.contributions import ClaimContribution, EntityContribution, RelationshipContribution
-from graph.documents import document_to_obj
 from graph.errors import GraphError
-from graph.graph_changes import DocumentRemoved, GraphChange
-from graph.merge_codec import from_dict, to_dict
+from graph.extraction.documents import document_to_obj
+from graph.merge.changes import DocumentRemoved, GraphChange
+from graph.merge.codec import from_dict, to_dict
+from graph.merge.contributions import (
+    ClaimContribution,
+    EntityContribution,
+    RelationshipContribution,
+)
 from graph.model import (
     Chunk,
     ChunkExtraction,

@@ -1,7 +1,7 @@
 """Alias confirmation: the chat model's verdict on merges that rest on weak evidence.
 
-``graph.aliases`` decides which keys name one thing by rules; a decision whose evidence is
-weak (``uncertain``) is put to the model once, with passages naming both, and the verdict is
+``graph.aliases.resolution`` decides which keys name one thing by rules; a decision whose evidence
+is weak (``uncertain``) is put to the model once, with passages naming both, and the verdict is
 kept in ``JobState.alias_verdicts`` by decision id, where the next resolution reads it.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 
 from agents.community.writers import Writers
-from graph.aliases import Merge, Resolution, UnitAlias, decision_id, uncertain
-from graph.graph_view import GraphView
-from graph.job_state import JobState
+from graph.aliases.resolution import Merge, Resolution, UnitAlias, decision_id, uncertain
+from graph.job.state import JobState
+from graph.merge.view import GraphView
 
 
 async def confirm_aliases(

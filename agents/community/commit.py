@@ -21,12 +21,12 @@ from core.settings import Settings
 from core.settings.llm import ModelPrice, cost_usd
 from core.tables.opening import open_graph_store
 from core.tables.store import GraphTables
-from graph.aliases import alias_rows
-from graph.graph_view import GraphView, Touched
-from graph.job_state import JobState
-from graph.leiden import Hierarchy
-from graph.snapshot_assembly import assemble, community_tables, fresh_ids, newest_time, row_tables
-from graph.snapshot_model import SnapshotCommunity, SnapshotMeta, SnapshotReport
+from graph.aliases.resolution import alias_rows
+from graph.communities.leiden import Hierarchy
+from graph.job.state import JobState
+from graph.job.version_tables import assemble, community_tables, fresh_ids, newest_time, row_tables
+from graph.merge.view import GraphView, Touched
+from graph.versions.model import SnapshotCommunity, SnapshotMeta, SnapshotReport
 
 log = logging.getLogger(__name__)
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from graph.aliases import AliasChange
-from graph.evidence import RegenerationPlan
-from graph.job_state import JobState
-from graph.lineage import LineageEvent
+from graph.aliases.resolution import AliasChange
+from graph.communities.lineage import LineageEvent
+from graph.job.state import JobState
 from graph.model import Community
+from graph.reports.evidence import RegenerationPlan
 
 
 def lineage_events(

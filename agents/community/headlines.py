@@ -1,7 +1,7 @@
 """The run's headline digest: the storylines that emerged or surged lately, each with why.
 
 Of the ``community.headlines_per_run`` best storylines that emerged or surged in the last
-``headline_window_days`` of document time (``graph.storylines``), those not headlined before
+``headline_window_days`` of document time (``graph.trends.storylines``), those not headlined before
 are published, one ``headline`` event each; one headlined before is left out until its
 documents in the window grow by ``headline_regrowth`` since (``JobState.headlined`` keeps the
 counts). Only the communities the window's documents mention are scored.
@@ -15,11 +15,10 @@ from datetime import date
 from typing import Any
 
 from core.settings.community import CommunitySettings
-from graph.job_state import JobState
-from graph.snapshot_assembly import newest_time
-from graph.snapshot_model import SnapshotCommunity
-from graph.story_detail import StoryDetail, ViewStories, describe
-from graph.storylines import (
+from graph.job.state import JobState
+from graph.job.version_tables import newest_time
+from graph.trends.story_detail import StoryDetail, ViewStories, describe
+from graph.trends.storylines import (
     Storyline,
     fold,
     newsworthy,
@@ -27,6 +26,7 @@ from graph.storylines import (
     window_documents,
     window_nodes,
 )
+from graph.versions.model import SnapshotCommunity
 
 
 def headlines(

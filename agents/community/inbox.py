@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 from core.children import die_with_parent
-from graph.job_state import JobState
+from graph.job.state import JobState
 from streams.codecs import PayloadError, decode_graph_change
 
 log = logging.getLogger(__name__)

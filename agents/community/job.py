@@ -63,7 +63,7 @@ from core.job_status import (
 )
 from core.settings import Settings
 from core.tables.errors import GraphStoreUnavailableError
-from graph.job_state import ItemFailure
+from graph.job.state import ItemFailure
 
 log = logging.getLogger(__name__)
 

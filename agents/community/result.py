@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from graph.community_run import DriftCheck
-from graph.job_state import ItemFailure
+from graph.job.run import DriftCheck
+from graph.job.state import ItemFailure
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 Runs in a long-lived ``spawn`` child so Leiden and context building never block the job's
 event loop. A run folds the buffered graph changes into the state (``agents.community.state``),
-then takes the pure steps of ``graph.community_run`` in order, with the summaries and reports
+then takes the pure steps of ``graph.job.run`` in order, with the summaries and reports
 written by the writers chosen once for the run (``agents.community.writers``). This module
 only orchestrates, and reads top to bottom in ``Runner._run``; each concern it calls on has
 its module: the texts and their failures (``texts``), alias confirmation (``aliases``), the
@@ -48,10 +48,12 @@ from core.settings import Settings
 from core.settings.llm import cost_usd
 from core.tables.store import GraphTables
 from core.tokenizer import count_tokens, get_encoding
-from graph.alias_view import resolve_view
-from graph.aliases import AliasChange, Resolution, alias_changes
-from graph.community_ids import StableCommunities
-from graph.community_run import (
+from graph.aliases.resolution import AliasChange, Resolution, alias_changes
+from graph.aliases.view import resolve_view
+from graph.communities.ids import StableCommunities
+from graph.communities.leiden import Hierarchy
+from graph.communities.lineage import LineageEvent
+from graph.job.run import (
     DriftCheck,
     RunParams,
     assign_record_ids,
@@ -61,15 +63,13 @@ from graph.community_run import (
     plan_reports,
     planning_scope,
 )
-from graph.evidence import LiveEvidence, RegenerationPlan
-from graph.graph_view import Touched
-from graph.job_state import HISTORY_CAP, JobState
-from graph.leiden import Hierarchy
-from graph.lineage import LineageEvent
+from graph.job.state import HISTORY_CAP, JobState
+from graph.job.summaries import SummaryPlan, summaries_needed
+from graph.job.version_tables import fresh_ids, newest_time
+from graph.merge.view import Touched
 from graph.model import Community
-from graph.snapshot_assembly import fresh_ids, newest_time
-from graph.snapshot_model import SnapshotCommunity, SnapshotReport
-from graph.summaries import SummaryPlan, summaries_needed
+from graph.reports.evidence import LiveEvidence, RegenerationPlan
+from graph.versions.model import SnapshotCommunity, SnapshotReport
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ class _Clustered:
 
 
 class Runner:
-    """One run's I/O around the pure steps of ``graph.community_run``."""
+    """One run's I/O around the pure steps of ``graph.job.run``."""
 
     def __init__(
         self, settings: Settings, state: JobState, *, llm: Any = None, write_vectors: bool = True

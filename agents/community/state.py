@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from core.settings import Settings
-from graph.job_state import JobState, SummaryRecord
+from graph.job.state import JobState, SummaryRecord
+from graph.job.summaries import description_sets
 from graph.moved import moved
-from graph.summaries import description_sets
 
 CHECKPOINT = "checkpoint.pickle"
 log = logging.getLogger(__name__)

@@ -14,14 +14,14 @@ from collections.abc import Callable, Mapping, Sequence
 
 from agents.community.writers import Refused, Writers
 from core.settings.community import CommunitySettings
-from graph.community_run import report_graph
-from graph.evidence import LiveEvidence, ReportBasis
-from graph.job_state import JobState, SummaryRecord, record_failure, retry_blocked
+from graph.job.run import report_graph
+from graph.job.state import JobState, SummaryRecord, record_failure, retry_blocked
+from graph.job.summaries import SummaryRequest
+from graph.job.version_tables import newest_time, report_record
 from graph.model import Community
-from graph.report_context import ChildReport, ReportContext
-from graph.report_context_builder import ReportContextBuilder
-from graph.snapshot_assembly import newest_time, report_record
-from graph.summaries import SummaryRequest
+from graph.reports.context import ChildReport, ReportContext
+from graph.reports.context_builder import ReportContextBuilder
+from graph.reports.evidence import LiveEvidence, ReportBasis
 from offline.report import write_offline_report
 
 log = logging.getLogger(__name__)

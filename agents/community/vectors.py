@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from core.settings import Settings
 from graph.model import Community
-from graph.snapshot_model import SnapshotReport
+from graph.versions.model import SnapshotReport
 
 log = logging.getLogger(__name__)
 

@@ -28,11 +28,11 @@ from pydantic import ValidationError
 
 from core.errors import LLMError
 from core.settings import Settings
-from graph.community_run import report_groups
+from graph.job.run import report_groups
+from graph.job.summaries import SummaryPolicy, SummaryRequest, join_descriptions
 from graph.model import Community
 from graph.protocols import LLM
-from graph.report_context import ReportContext
-from graph.summaries import SummaryPolicy, SummaryRequest, join_descriptions
+from graph.reports.context import ReportContext
 from offline.report import write_offline_report
 from offline.summary import summarize_descriptions
 from prompts import (

@@ -15,7 +15,7 @@ import pyarrow as pa
 from core.tables.errors import GraphTablesError
 from core.tables.schema import COMMIT_COLUMN, DELETED_COLUMN, VERSION_COLUMN, table_schema
 from graph.codec import DecodeError
-from graph.version_rows import CODEC, DERIVED
+from graph.versions.rows import CODEC, DERIVED
 
 # rows turned into objects at a time: the Python lists of one slice's columns live only while
 # its rows are made, so a table's conversion holds its Arrow buffers, its rows and one slice's

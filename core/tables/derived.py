@@ -2,7 +2,7 @@
 
 They are not stored because they change with rows that did not: a hub's new relationship
 would rewrite every one of its relationships' rows, a member's new mention every community
-above it (``graph.version_rows.DERIVED``).
+above it (``graph.versions.rows.DERIVED``).
 """
 
 from __future__ import annotations

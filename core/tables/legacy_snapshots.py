@@ -5,7 +5,7 @@ and benchmarks that compare against them.
 
 Layout under ``root``::
 
-    v000000012/         one complete snapshot (graph.snapshots' files), never modified
+    v000000012/         one complete snapshot (graph.versions.legacy_format' files), never modified
     v000000013/
     LATEST              the pointer: the version number as text, replaced atomically
     .lock               flock'ed around the pointer's compare-and-swap and pruning
@@ -55,8 +55,7 @@ from core.tables.errors import (
 )
 from core.tables.versions import PointerStamp
 from graph.protocols import SnapshotStore as SnapshotStoreProtocol
-from graph.snapshot_model import Snapshot
-from graph.snapshots import (
+from graph.versions.legacy_format import (
     LATER_TABLES,
     SnapshotFormatError,
     snapshot_files,
@@ -64,6 +63,7 @@ from graph.snapshots import (
     snapshot_to_tables,
     table_file,
 )
+from graph.versions.model import Snapshot
 
 log = logging.getLogger(__name__)
 

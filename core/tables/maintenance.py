@@ -21,7 +21,7 @@ from core.tables.merge_on_read import listed_rows, needed_rows
 from core.tables.reader import GraphTableReader
 from core.tables.schema import VERSIONS
 from core.tables.versions import VersionInfo, kept_versions
-from graph.version_rows import TABLES
+from graph.versions.rows import TABLES
 
 COMPACT_FILES = 8  # a table with fewer data files is left as it is by maintenance
 COMPACT_TARGET_BYTES = 1024 * 1024  # compaction merges smaller files into ones this big

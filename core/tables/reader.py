@@ -41,8 +41,8 @@ from core.tables.versions import (
     resolve_version,
     version_info,
 )
-from graph.snapshot_model import Snapshot
-from graph.version_rows import TABLES
+from graph.versions.model import Snapshot
+from graph.versions.rows import TABLES
 
 
 class TextSink(Protocol):

@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from graph.version_rows import DERIVED, TABLES
+from graph.versions.rows import DERIVED, TABLES
 
 VERSIONS = "_versions"  # the table listing the graph versions
 VERSION_COLUMN, DELETED_COLUMN, COMMIT_COLUMN = "_version", "_deleted", "_commit"

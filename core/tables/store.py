@@ -58,8 +58,8 @@ from core.tables.errors import GraphTablesError, StaleSnapshotError, reject_stal
 from core.tables.reader import GraphTableReader
 from core.tables.schema import VERSION_COLUMN, VERSIONS
 from core.tables.versions import TableChange, VersionInfo
-from graph.snapshot_model import Snapshot, SnapshotMeta
-from graph.version_rows import CODEC, TABLES, KnownRows, row_digests
+from graph.versions.model import Snapshot, SnapshotMeta
+from graph.versions.rows import CODEC, TABLES, KnownRows, row_digests
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ import pyarrow as pa
 
 from core.tables.errors import GraphTablesError, SnapshotCorruptError, SnapshotNotFoundError
 from graph.codec import DecodeError
-from graph.snapshot_model import SnapshotMeta
-from graph.version_rows import CODEC
+from graph.versions.model import SnapshotMeta
+from graph.versions.rows import CODEC
 
 PointerStamp = tuple[int, int, int]  # (inode, mtime ns, size) of a pointer; a change detector
 

@@ -23,8 +23,8 @@ from pydantic import BaseModel, Field
 from core.errors import ConfigError
 from core.publish import UNKNOWN_HINT, plan_deletion
 from core.tables.errors import SnapshotStoreError
-from graph.documents import document_from_obj
 from graph.errors import InvalidDocumentError
+from graph.extraction.documents import document_from_obj
 from query.api.errors import ApiError, documented
 from query.api.state import Service, ServiceState
 from query.api.views import document_view
@@ -33,7 +33,7 @@ from query.api.views import document_view
 class DocumentIn(BaseModel):
     """A document as ``kgrag publish`` reads it (any other field is kept in ``metadata``).
     For the OpenAPI page: the body is validated by the worker's own rules
-    (``graph.documents``), so both refuse the same documents with the same words."""
+    (``graph.extraction.documents``), so both refuse the same documents with the same words."""
 
     id: str = Field(description="Stable id; a later document with the same id replaces it")
     text: str = Field(description="The article text")

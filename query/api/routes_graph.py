@@ -15,9 +15,9 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from core.tables.errors import SnapshotStoreError
-from graph.documents import has_control_characters
-from graph.lineage import PUBLISHED_KINDS, kinds_shown
-from graph.snapshot_model import SnapshotCommunity, SnapshotEntity
+from graph.communities.lineage import PUBLISHED_KINDS, kinds_shown
+from graph.extraction.documents import has_control_characters
+from graph.versions.model import SnapshotCommunity, SnapshotEntity
 from query.api.errors import ApiError, documented
 from query.api.state import Service
 from query.api.views import (

@@ -42,7 +42,7 @@ from core.tables.migration import legacy_hint
 from core.tables.reader import release_memory
 from core.tables.store import GraphTables
 from core.tables.versions import PointerStamp, VersionInfo, parse_as_of
-from graph.leiden_graph import gc_paused
+from graph.communities.leiden_graph import gc_paused
 from query.api.errors import ApiError, api_error
 from query.deps import QueryDeps
 from query.index import QueryIndex

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from graph.keys import entity_key
-from graph.snapshot_model import SnapshotCommunity, SnapshotEntity
+from graph.versions.model import SnapshotCommunity, SnapshotEntity
 from query.index import QueryIndex
 from query.results import QueryResult, age_s, graph_basis
 from query.time_window import TimeWindow

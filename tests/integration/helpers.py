@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from core.lag import pipeline_lag
 from core.settings import Settings
-from graph.snapshot_model import Snapshot
+from graph.versions.model import Snapshot
 from tests.conftest import settings_env
 
 
@@ -244,7 +244,7 @@ async def fold_until(
     message of every topic it consumes, so a worker that is idle only
     because it is waiting (for a dead member's session to time out, a rebalance, a table
     recovery) is not mistaken for a finished one."""
-    from graph.graph_view import GraphView
+    from graph.merge.view import GraphView
     from streams.codecs import decode_graph_change
 
     view = GraphView()

@@ -3,7 +3,7 @@ worker``, the query service over HTTP, offline mode.
 
 A central bank is named three ways in three articles: in full beside its acronym, by the
 acronym alone, in full alone. The community job resolves the acronym to the full name
-(``graph.aliases``); the user sees it in ``/v1/entities``, local search asked by one name
+(``graph.aliases.resolution``); the user sees it in ``/v1/entities``, local search asked by one name
 reads the article that only uses the other, and the lineage stream carries the merge with its
 evidence. A correction that takes away the one article naming both undoes the merge, which
 the stream reports too.

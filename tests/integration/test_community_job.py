@@ -41,7 +41,7 @@ from core.tables.errors import SnapshotNotFoundError
 from core.tables.opening import open_graph_store
 from core.tables.store import GraphTables
 from graph.keys import entity_key
-from graph.snapshot_model import Snapshot
+from graph.versions.model import Snapshot
 from kgrag.testing.scripted_contexts import parse_tables
 from kgrag.testing.scripted_llm import ScriptedLLMServer
 from query.api.app import create_app

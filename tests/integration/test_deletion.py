@@ -39,7 +39,7 @@ from core.settings import Settings
 from core.settings.serving import ApiSettings
 from core.tables.opening import open_graph_store
 from core.tables.store import GraphTables
-from graph.snapshot_model import Snapshot
+from graph.versions.model import Snapshot
 from query.api.app import create_app
 from streams.admin import delete_namespace_topics, ensure_topics
 from tests.conftest import make_settings, settings_env

@@ -41,7 +41,7 @@ import pytest
 from core.publish import publish
 from core.settings import Settings
 from core.settings.llm import EmbeddingSettings, LLMSettings
-from graph.snapshot_model import (
+from graph.versions.model import (
     Snapshot,
     SnapshotClaim,
     SnapshotCommunity,

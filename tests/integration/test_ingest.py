@@ -11,7 +11,7 @@ import pytest
 
 from core.publish import publish
 from core.settings import Settings
-from graph.graph_view import GraphView
+from graph.merge.view import GraphView
 from tests.conftest import make_settings
 from tests.integration.helpers import WorkerProcess, fold_until, graph_summary, running_worker
 

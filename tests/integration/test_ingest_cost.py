@@ -27,7 +27,7 @@ from core.settings import Settings
 from core.settings.llm import LLMSettings, cost_usd
 from core.tables.opening import open_graph_store
 from core.tables.store import GraphTables
-from graph.snapshot_model import Snapshot
+from graph.versions.model import Snapshot
 from kgrag.testing.scripted_llm import ScriptedLLMServer
 from streams.admin import delete_namespace_topics, ensure_topics
 from tests.conftest import make_settings, settings_env

@@ -25,8 +25,8 @@ from core.publish import publish
 from core.settings import Settings
 from core.tokenizer import get_encoding
 from core.vector_store import WeaviateStore
-from graph.chunking import chunk_document
-from graph.documents import document_from_obj
+from graph.extraction.chunking import chunk_document
+from graph.extraction.documents import document_from_obj
 from kgrag.services import weaviate
 from kgrag.services.process import port_open, stop_pid
 from kgrag.testing.scripted_llm import FaultConfig, ScriptedLLMServer

@@ -37,7 +37,7 @@ from core.settings.llm import LLMSettings
 from core.tables.errors import SnapshotStoreError
 from core.tables.opening import open_graph_store
 from core.tables.store import GraphTables
-from graph.snapshot_model import Snapshot
+from graph.versions.model import Snapshot
 from kgrag.testing.scripted_llm import FaultConfig, ScriptedLLMServer
 from streams.admin import delete_namespace_topics, ensure_topics
 from tests.conftest import make_settings, settings_env

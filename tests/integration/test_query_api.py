@@ -36,7 +36,7 @@ from core.settings.serving import ApiSettings
 from core.tables.opening import open_graph_store
 from core.tables.store import GraphTables
 from core.vector_store import WeaviateStore
-from graph.snapshot_model import (
+from graph.versions.model import (
     Snapshot,
     SnapshotCommunity,
     SnapshotEntity,

@@ -15,18 +15,18 @@ from datetime import date
 from functools import wraps
 from typing import Any, TypeVar, cast
 
-from graph.aggregates import ClaimAggregate, EntityAggregate, RelationshipAggregate
-from graph.contributions import (
+from graph.merge.aggregates import ClaimAggregate, EntityAggregate, RelationshipAggregate
+from graph.merge.changes import GraphChange
+from graph.merge.contributions import (
     ChunkManifest,
     ClaimContribution,
     ClaimFact,
     EntityContribution,
     RelationshipContribution,
 )
-from graph.graph_changes import GraphChange
-from graph.merge_errors import RecordDecodeError
+from graph.merge.errors import RecordDecodeError
+from graph.merge.tally import DayWindow, Tally
 from graph.model import Chunk
-from graph.tally import DayWindow, Tally
 
 Obj = dict[str, Any]
 T = TypeVar("T")

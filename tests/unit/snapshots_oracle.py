@@ -4,7 +4,7 @@
 Why JSON lines per table: a table is appended row by row and read back row by row, a damaged
 line names its table and line number, and every file stays readable with ``head``. The codec
 is driven by the dataclasses' own type hints, so adding a field with a default to
-``graph/snapshot_model.py`` needs no change here:
+``graph/versions/model.py`` needs no change here:
 
 - a field missing from a stored row takes its default (older snapshots stay readable);
 - a stored key the dataclass does not know is ignored (a newer writer does not break an older
@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import orjson
 
 from graph.errors import GraphError
-from graph.snapshot_model import (
+from graph.versions.model import (
     Snapshot,
     SnapshotClaim,
     SnapshotCommunity,

@@ -1,5 +1,5 @@
 # Test oracle: streams/codecs.py as of commit ee65def, verbatim below this line but for
-# importing the merge-codec oracle instead of graph.merge_codec (sorted last).
+# importing the merge-codec oracle instead of graph.merge.codec (sorted last).
 """Payloads of the internal topics, as orjson envelopes around graph/'s dataclasses.
 
 Every internal topic carries raw bytes encoded here, so each payload is declared once and
@@ -22,10 +22,14 @@ from typing import Any, Literal
 
 import orjson
 
-from graph.contributions import ClaimContribution, EntityContribution, RelationshipContribution
-from graph.documents import document_to_obj
 from graph.errors import GraphError
-from graph.graph_changes import GraphChange
+from graph.extraction.documents import document_to_obj
+from graph.merge.changes import GraphChange
+from graph.merge.contributions import (
+    ClaimContribution,
+    EntityContribution,
+    RelationshipContribution,
+)
 from graph.model import (
     Chunk,
     ChunkExtraction,

@@ -1,4 +1,4 @@
-"""Resolving around what changed (``graph.alias_view.resolve_view`` with the kept state) decides
+"""Resolving around what changed (``graph.aliases.view.resolve_view`` with the kept state) decides
 as resolving the whole graph afresh does, change after change: acronyms introduced and
 retracted, spellings, surnames of one person and of several, entities and relationships
 deleted."""
@@ -10,10 +10,10 @@ import random
 
 import pytest
 
-from graph.alias_indexes import AliasState
-from graph.alias_view import resolve_view
-from graph.aliases import Resolution
-from graph.graph_changes import GraphChange
+from graph.aliases.indexes import AliasState
+from graph.aliases.resolution import Resolution
+from graph.aliases.view import resolve_view
+from graph.merge.changes import GraphChange
 from graph.model import Chunk, ChunkExtraction, EntityMention, RelationshipMention
 from tests.unit.test_community_run import World
 

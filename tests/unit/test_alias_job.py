@@ -1,6 +1,6 @@
 """Alias resolution in the community job: each run resolves the graph's names
-(``graph.aliases``), writes the ``aliases`` table, glues each alias to its name for Leiden,
-publishes an audit event per merge made or undone, and the query index reads through it."""
+(``graph.aliases.resolution``), writes the ``aliases`` table, glues each alias to its name for
+Leiden, publishes an audit event per merge made or undone, and the query index reads through it."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ import pytest
 from agents.community.runner import Runner
 from core.errors import LLMError
 from core.tables.opening import open_graph_store
-from graph.aliases import Merge, Resolution, UnitAlias, alias_changes, decision_id
-from graph.graph_changes import GraphChange
-from graph.job_state import JobState
+from graph.aliases.resolution import Merge, Resolution, UnitAlias, alias_changes, decision_id
+from graph.job.state import JobState
 from graph.keys import entity_key
-from graph.snapshot_model import SnapshotAlias
-from graph.snapshots import snapshot_from_tables, snapshot_to_tables
+from graph.merge.changes import GraphChange
+from graph.versions.legacy_format import snapshot_from_tables, snapshot_to_tables
+from graph.versions.model import SnapshotAlias
 from kgrag.testing.scripted_answers import answer, classify
 from kgrag.testing.scripted_text import RequestRejected
 from prompts import PromptLibrary, render_confirm_alias

@@ -1,5 +1,5 @@
-"""Alias resolution (``graph.aliases``): acronyms, spellings and surnames end in one entity
-with their evidence; namesakes and ambiguous acronyms stay apart; retracted evidence undoes a
+"""Alias resolution (``graph.aliases.resolution``): acronyms, spellings and surnames end in one
+entity with their evidence; namesakes and ambiguous acronyms stay apart; retracted evidence undoes a
 merge."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from collections.abc import Iterable
 
 import pytest
 
-from graph.alias_names import spelling_key, spells
-from graph.alias_rules import resolve
-from graph.aliases import Named, confirmed, decision_id
+from graph.aliases.names import spelling_key, spells
+from graph.aliases.resolution import Named, confirmed, decision_id
+from graph.aliases.rules import resolve
 
 
 def named(

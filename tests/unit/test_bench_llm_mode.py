@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench.llm_mode import newest_run, visible
 from core.tables.store import GraphTables
-from graph.snapshot_model import Snapshot, SnapshotMeta
+from graph.versions.model import Snapshot, SnapshotMeta
 
 
 def version(n: int, kind: str) -> Snapshot:

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from bench import chaos, freshness, ingest, llm_mode, storylines
 from bench.record import derive
-from graph.graph_view import GraphView
+from graph.merge.view import GraphView
 from query.index import QueryIndex
 
 

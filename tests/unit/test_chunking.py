@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.tokenizer import get_encoding
-from graph.chunking import chunk_document, window_bounds
+from graph.extraction.chunking import chunk_document, window_bounds
 from graph.model import Chunk, Document, content_id
 
 

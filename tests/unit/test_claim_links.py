@@ -1,9 +1,9 @@
 """Which text unit states which claim: GraphRAG's ``covariates.text_unit_id`` and
 ``text_units.covariate_ids``, from the ``claim_ids`` the claim merger sends with each change.
 
-The claims here go through the merge rules the streaming merger applies (``graph.merge``) and
+The claims here go through the merge rules the streaming merger applies (``graph.merge.rules``) and
 ``claims_changed`` with the fact ids the merger passes, into a ``GraphView``, and come out as
-snapshot rows (``graph.snapshot_assembly.row_tables``).
+snapshot rows (``graph.job.version_tables.row_tables``).
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import pickle
 from datetime import date
 
 from agents.community.state import upgrade_state
-from graph.contributions import ClaimContribution, ClaimFact
-from graph.graph_changes import claims_changed, text_unit_added, text_unit_retracted
-from graph.graph_view import GraphView
-from graph.job_state import JobState
-from graph.merge import ClaimRows, absorb_claims, release_claims
+from graph.job.state import JobState
+from graph.job.version_tables import fresh_ids, row_tables
+from graph.merge.changes import claims_changed, text_unit_added, text_unit_retracted
+from graph.merge.contributions import ClaimContribution, ClaimFact
+from graph.merge.rules import ClaimRows, absorb_claims, release_claims
+from graph.merge.view import GraphView
 from graph.model import Chunk, ChunkExtraction
-from graph.snapshot_assembly import fresh_ids, row_tables
 from streams.codecs import decode_graph_change, encode_change
 
 

@@ -1,6 +1,6 @@
-"""The clustering graph kept between runs (``graph.cluster_input``) is, after any sequence of
-changes, exactly the graph, digests and weighted degrees a rebuild from the whole view gives:
-a run that refreshes only what changed clusters the same graph as one that rebuilds it."""
+"""The clustering graph kept between runs (``graph.communities.cluster_input``) is, after any
+sequence of changes, exactly the graph, digests and weighted degrees a rebuild from the whole view
+gives: a run that refreshes only what changed clusters the same graph as one that rebuilds it."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from graph.cluster_input import GLUE, ClusterInput, glue_edges, glue_weight
-from graph.community_run import clustering_graph, whole_aliases
-from graph.graph_changes import GraphChange
-from graph.graph_view import GraphView
+from graph.communities.cluster_input import GLUE, ClusterInput, glue_edges, glue_weight
+from graph.communities.leiden import _strengths
+from graph.communities.leiden_graph import WeightedGraph, node_digests
+from graph.job.run import clustering_graph, whole_aliases
 from graph.keys import entity_key
-from graph.leiden import _strengths
-from graph.leiden_graph import WeightedGraph, node_digests
+from graph.merge.changes import GraphChange
+from graph.merge.view import GraphView
 from tests.unit.test_community_run import Job, World, base_world, make_settings
 
 Stats = tuple[WeightedGraph, list[int], list[float]]

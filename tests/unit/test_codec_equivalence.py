@@ -28,19 +28,20 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-import graph.snapshots as new_snapshots
+import graph.versions.legacy_format as new_snapshots
 import streams.codecs as new_streams
-from graph import merge_codec as new
-from graph.aggregates import ClaimAggregate, EntityAggregate, RelationshipAggregate
-from graph.contributions import (
+from graph.merge import codec as new
+from graph.merge.aggregates import ClaimAggregate, EntityAggregate, RelationshipAggregate
+from graph.merge.changes import GraphChange
+from graph.merge.contributions import (
     ChunkManifest,
     ClaimContribution,
     ClaimFact,
     EntityContribution,
     RelationshipContribution,
 )
-from graph.graph_changes import GraphChange
-from graph.merge_errors import RecordDecodeError
+from graph.merge.errors import RecordDecodeError
+from graph.merge.tally import DayWindow, Tally
 from graph.model import (
     Chunk,
     ChunkExtraction,
@@ -49,7 +50,7 @@ from graph.model import (
     EntityMention,
     RelationshipMention,
 )
-from graph.snapshot_model import (
+from graph.versions.model import (
     Snapshot,
     SnapshotClaim,
     SnapshotCommunity,
@@ -60,7 +61,6 @@ from graph.snapshot_model import (
     SnapshotReport,
     SnapshotTextUnit,
 )
-from graph.tally import DayWindow, Tally
 from tests.unit import merge_codec_oracle as old
 from tests.unit import snapshots_oracle as old_snapshots
 from tests.unit import stream_codecs_oracle as old_streams

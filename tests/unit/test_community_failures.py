@@ -27,9 +27,9 @@ from agents.community.result import RunResult
 from agents.community.runner import Runner
 from agents.community.state import upgrade_state
 from core.errors import LLMError
-from graph.graph_changes import GraphChange
-from graph.job_state import JobState, SummaryRecord
+from graph.job.state import JobState, SummaryRecord
 from graph.keys import entity_key
+from graph.merge.changes import GraphChange
 from graph.protocols import ChatResult
 from tests.unit.test_community_run import World, base_world, leaf_of, settings_for
 
@@ -238,7 +238,7 @@ class TestBatchedReports:
         ids=["small-together", "large-alone", "size-cap", "budget-cap", "none"],
     )
     def test_report_groups(self, tokens: list[int], groups: list[list[int]]) -> None:
-        from graph.community_run import report_groups
+        from graph.job.run import report_groups
 
         got = report_groups(tokens, small=1500, size=5, budget=2000)
         assert sorted(got) == sorted(groups)
@@ -352,7 +352,7 @@ class TestSummaries:
         world = base_world()
         old = JobState(view=world.view)
         current = {f"e:{k}": (e.descriptions.values(), e) for k, e in world.view.entities.items()}
-        from graph.aggregates import description_fingerprint
+        from graph.merge.aggregates import description_fingerprint
 
         slot, (descs, ent) = next(iter(current.items()))
         old.summaries = {slot: (description_fingerprint(ent), "old text"), "e:gone": ("x", "y")}  # type: ignore[dict-item]

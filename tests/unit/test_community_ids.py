@@ -7,9 +7,9 @@ import random
 import orjson
 import pytest
 
-from graph.community_ids import StableCommunities, assign_community_ids, match_level
-from graph.human_ids import HumanIds, HumanIdsError
-from graph.leiden import Hierarchy
+from graph.communities.human_ids import HumanIds, HumanIdsError
+from graph.communities.ids import StableCommunities, assign_community_ids, match_level
+from graph.communities.leiden import Hierarchy
 from graph.model import Community
 from tests.unit.test_leiden import Edge, cliques, modules, nmi, node, run, shuffled
 

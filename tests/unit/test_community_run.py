@@ -18,20 +18,20 @@ from typing import Any
 
 import pytest
 
-import graph.evidence as evidence_module
+import graph.reports.evidence as evidence_module
 from agents.community.result import RunResult
 from agents.community.runner import Runner
 from core.settings import Settings, load_settings
 from core.settings.community import CommunitySettings
 from core.settings.llm import LLMSettings
 from core.tables.opening import open_graph_store
-from graph.community_run import evidence_index, report_graph
-from graph.graph_view import GraphView
-from graph.job_state import JobState
+from graph.job.run import evidence_index, report_graph
+from graph.job.state import JobState
 from graph.keys import entity_key
-from graph.local_merge import LocalMerger
+from graph.merge.local import LocalMerger
+from graph.merge.view import GraphView
 from graph.model import Chunk, ChunkExtraction, Community, EntityMention, RelationshipMention
-from graph.snapshot_model import Snapshot
+from graph.versions.model import Snapshot
 
 MAX_DESCRIPTIONS = 12
 
@@ -40,7 +40,7 @@ MAX_DESCRIPTIONS = 12
 
 @dataclass
 class World(LocalMerger):
-    """The merger's rules in memory (``graph.local_merge``), one chunk per document."""
+    """The merger's rules in memory (``graph.merge.local``), one chunk per document."""
 
     chunks: int = 0
 
@@ -478,7 +478,7 @@ class TestDrift:
     ) -> None:
         """A fresh clustering that looks far better forces a re-balance; on a graph whose
         communities are where they belong, it changes nothing a reader would see."""
-        import graph.community_run as community_run
+        import graph.job.run as community_run
 
         world, job = await steady_job(tmp_path, drift_check_every=1)
         reports = job.snapshot().community_reports

@@ -17,10 +17,10 @@ from agents.community.state import JobState, upgrade_state
 from core.publish import plan_deletion
 from core.tables.opening import open_graph_store
 from core.tables.store import GraphTables
-from graph.graph_changes import DocumentRemoved, entity_changed, text_unit_retracted
-from graph.graph_view import GraphView, RemovedKeys
 from graph.keys import entity_key
-from graph.snapshot_model import Snapshot, SnapshotDocument, SnapshotMeta
+from graph.merge.changes import DocumentRemoved, entity_changed, text_unit_retracted
+from graph.merge.view import GraphView, RemovedKeys
+from graph.versions.model import Snapshot, SnapshotDocument, SnapshotMeta
 from streams.codecs import PayloadError, decode_graph_change, encode_document_removed
 from tests.unit.test_community_run import Job, World, base_world, settings_for
 

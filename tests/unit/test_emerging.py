@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from graph.emerging import (
+from graph.trends.emerging import (
     EmergingError,
     Mention,
     emerging_scores,

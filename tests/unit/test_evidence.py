@@ -8,8 +8,10 @@ from collections.abc import Sequence
 
 import pytest
 
-import graph.evidence as evidence_module
-from graph.evidence import (
+import graph.reports.evidence as evidence_module
+from graph.model import Community
+from graph.reports.context import ReportClaim
+from graph.reports.evidence import (
     EntityFacts,
     EvidenceError,
     EvidenceIndex,
@@ -22,8 +24,6 @@ from graph.evidence import (
     unpack_evidence,
     unreflected,
 )
-from graph.model import Community
-from graph.report_context import ReportClaim
 
 THRESHOLD = 0.2
 

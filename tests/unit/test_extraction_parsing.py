@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graph.extraction_parsing import (
+from graph.extraction.parsing import (
     COMPLETION_DELIMITER,
     RECORD_DELIMITER,
     TUPLE_DELIMITER,

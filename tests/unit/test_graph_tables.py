@@ -23,7 +23,7 @@ from core.tables.merge_on_read import current_rows
 from core.tables.migration import convert_legacy_snapshots, legacy_hint
 from core.tables.opening import open_graph_store
 from core.tables.store import GraphTables
-from graph.snapshot_model import Snapshot, SnapshotEntity, SnapshotMeta, SnapshotRelationship
+from graph.versions.model import Snapshot, SnapshotEntity, SnapshotMeta, SnapshotRelationship
 
 REPO = Path(__file__).resolve().parents[2]
 

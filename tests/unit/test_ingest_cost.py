@@ -18,7 +18,7 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
-import graph.version_rows
+import graph.versions.rows
 from agents.community.commit import light_commit
 from agents.community.state import upgrade_state
 from agents.extractor import ExtractionMetrics, build_extractor
@@ -26,13 +26,13 @@ from core.settings import Settings, load_settings
 from core.settings.llm import LLMSettings, cost_usd
 from core.tables import schema
 from core.tables.opening import open_graph_store
-from graph.graph_changes import DocumentRemoved, GraphChange, text_unit_added, text_unit_retracted
-from graph.graph_view import GraphView
-from graph.job_state import JobState
-from graph.llm_extraction import ExtractionFailedError, extract_chunk
+from graph.extraction.llm import ExtractionFailedError, extract_chunk
+from graph.job.state import JobState
+from graph.merge.changes import DocumentRemoved, GraphChange, text_unit_added, text_unit_retracted
+from graph.merge.view import GraphView
 from graph.model import Chunk, ChunkExtraction, EntityMention
 from graph.protocols import ChatResult
-from graph.snapshot_model import SnapshotDocument
+from graph.versions.model import SnapshotDocument
 from streams.codecs import (
     PayloadError,
     decode_extraction_event,
@@ -337,7 +337,7 @@ class TestOlderTables:
     ) -> None:
         world, job = base_world(), Job(settings_for(tmp_path))
         with monkeypatch.context() as older:  # an earlier release writes version 1
-            older.setitem(graph.version_rows.TABLES, "documents", DocumentBefore)
+            older.setitem(graph.versions.rows.TABLES, "documents", DocumentBefore)
             schema.table_schema.cache_clear()
             await job.run(world.view)
         schema.table_schema.cache_clear()

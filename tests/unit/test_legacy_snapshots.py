@@ -17,7 +17,7 @@ import pytest
 from core.errors import ConfigError
 from core.tables.errors import SnapshotCorruptError, SnapshotNotFoundError, StaleSnapshotError
 from core.tables.legacy_snapshots import SnapshotStore, SnapshotWatcher
-from graph.snapshot_model import Snapshot, SnapshotEntity, SnapshotMeta
+from graph.versions.model import Snapshot, SnapshotEntity, SnapshotMeta
 
 REPO = Path(__file__).resolve().parents[2]
 

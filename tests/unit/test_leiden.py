@@ -11,16 +11,21 @@ import leidenalg as la
 import orjson
 import pytest
 
-import graph.leiden_partition as partition_module
-from graph.leiden import Hierarchy, frontier_nodes, hierarchical_leiden, scratch_modularity
-from graph.leiden_graph import (
+import graph.communities.leiden_partition as partition_module
+from graph.communities.leiden import (
+    Hierarchy,
+    frontier_nodes,
+    hierarchical_leiden,
+    scratch_modularity,
+)
+from graph.communities.leiden_graph import (
     HierarchyError,
     WeightedGraph,
     _canonical_arrow,
     _canonical_python,
     build_graph,
 )
-from graph.leiden_partition import _contract, _Start
+from graph.communities.leiden_partition import _contract, _Start
 
 Edge = tuple[str, str, float]
 

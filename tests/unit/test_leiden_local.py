@@ -1,4 +1,4 @@
-"""Maintaining the hierarchy where the graph changed (``graph.leiden_local``): after any
+"""Maintaining the hierarchy where the graph changed (``graph.communities.leiden_local``): after any
 sequence of changes the maintained hierarchy is a valid one of the graph as it is now, its
 modularity is the one a count over every edge gives, what the changes did not reach is kept
 as it was (the same member sets), and the clustering input says what changed."""
@@ -12,13 +12,13 @@ import random
 
 import pytest
 
-from graph import community_ids
-from graph.cluster_input import Changes, ClusterInput
-from graph.graph_changes import GraphChange
-from graph.human_ids import HumanIds
-from graph.leiden import Hierarchy, hierarchical_leiden
-from graph.leiden_local import _KidOf, _place, maintain
-from graph.leiden_volumes import with_volumes
+from graph.communities import ids as community_ids
+from graph.communities.cluster_input import Changes, ClusterInput
+from graph.communities.human_ids import HumanIds
+from graph.communities.leiden import Hierarchy, hierarchical_leiden
+from graph.communities.leiden_local import _KidOf, _place, maintain
+from graph.communities.leiden_volumes import with_volumes
+from graph.merge.changes import GraphChange
 from tests.unit.test_cluster_input import random_step, refresh
 from tests.unit.test_community_run import World, base_world
 

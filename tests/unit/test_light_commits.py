@@ -24,13 +24,13 @@ from agents.community.job import Feed
 from agents.community.texts import Texts
 from core.tables.opening import open_graph_store
 from core.tables.store import GraphTables
-from graph.community_run import assign_record_ids
-from graph.graph_changes import entity_changed, text_unit_retracted
-from graph.graph_view import GraphView
+from graph.job.run import assign_record_ids
+from graph.job.version_tables import ROW_TABLES, assemble, row_tables
 from graph.keys import entity_key
-from graph.snapshot_assembly import ROW_TABLES, assemble, row_tables
-from graph.snapshot_model import SnapshotMeta
-from graph.version_rows import TABLES, row_digests
+from graph.merge.changes import entity_changed, text_unit_retracted
+from graph.merge.view import GraphView
+from graph.versions.model import SnapshotMeta
+from graph.versions.rows import TABLES, row_digests
 from query.results import describe_basis, graph_basis
 from streams.codecs import encode_change
 from tests.unit.test_community_run import Job, World, base_world, settings_for

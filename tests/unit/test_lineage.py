@@ -9,11 +9,11 @@ from itertools import product
 
 import pytest
 
-from graph.community_ids import assign_community_ids
-from graph.human_ids import HumanIds
-from graph.leiden import Hierarchy, hierarchical_leiden
-from graph.leiden_graph import build_graph
-from graph.lineage import LineageEvent, _overlaps, classify
+from graph.communities.human_ids import HumanIds
+from graph.communities.ids import assign_community_ids
+from graph.communities.leiden import Hierarchy, hierarchical_leiden
+from graph.communities.leiden_graph import build_graph
+from graph.communities.lineage import LineageEvent, _overlaps, classify
 from graph.model import Community
 from tests.unit.test_leiden import Edge, clique, cliques, node
 

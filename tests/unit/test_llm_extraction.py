@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from graph.extraction_parsing import COMPLETION_DELIMITER, sanitize_input_text
-from graph.llm_extraction import (
+from graph.extraction.llm import (
     PURPOSE_CLAIMS,
     PURPOSE_CLAIMS_RETRY,
     PURPOSE_CONTINUE,
@@ -22,6 +21,7 @@ from graph.llm_extraction import (
     extract_chunk,
     wants_more,
 )
+from graph.extraction.parsing import COMPLETION_DELIMITER, sanitize_input_text
 from graph.model import Chunk, ChunkExtraction
 from graph.protocols import ChatResult
 

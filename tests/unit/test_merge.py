@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graph.aggregates import (
+from graph.keys import entity_key, relationship_key
+from graph.merge.aggregates import (
     MAX_CLAIMS,
     MAX_DAYS,
     ClaimAggregate,
@@ -36,7 +37,16 @@ from graph.aggregates import (
     retract_entity,
     retract_relationship,
 )
-from graph.contributions import (
+from graph.merge.changes import (
+    GraphChange,
+    claims_changed,
+    entity_changed,
+    relationship_changed,
+    text_unit_added,
+    text_unit_retracted,
+)
+from graph.merge.codec import from_dict, to_dict
+from graph.merge.contributions import (
     MAX_TEXT_CHARS,
     ChunkManifest,
     ClaimContribution,
@@ -50,16 +60,8 @@ from graph.contributions import (
     split_row_key,
     stale_keys,
 )
-from graph.graph_changes import (
-    GraphChange,
-    claims_changed,
-    entity_changed,
-    relationship_changed,
-    text_unit_added,
-    text_unit_retracted,
-)
-from graph.keys import entity_key, relationship_key
-from graph.merge import (
+from graph.merge.errors import InvalidContributionError, RecordDecodeError, RetractionError
+from graph.merge.rules import (
     ClaimRows,
     EntityRows,
     RelationshipRows,
@@ -74,17 +76,7 @@ from graph.merge import (
     release_entity,
     release_relationship,
 )
-from graph.merge_codec import from_dict, to_dict
-from graph.merge_errors import InvalidContributionError, RecordDecodeError, RetractionError
-from graph.model import (
-    Chunk,
-    ChunkExtraction,
-    ClaimMention,
-    EntityMention,
-    RelationshipMention,
-    content_id,
-)
-from graph.tally import (
+from graph.merge.tally import (
     DayWindow,
     Tally,
     day_add,
@@ -93,6 +85,14 @@ from graph.tally import (
     sample_of,
     tally_add,
     tally_remove,
+)
+from graph.model import (
+    Chunk,
+    ChunkExtraction,
+    ClaimMention,
+    EntityMention,
+    RelationshipMention,
+    content_id,
 )
 
 DAY0 = date(1987, 3, 1)

@@ -11,9 +11,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from agents.merger import FLUSH_RANK, KINDS, _merge_one
-from graph.aggregates import EntityAggregate, RelationshipAggregate
-from graph.contributions import chunk_contributions
-from graph.merge_codec import from_dict
+from graph.merge.aggregates import EntityAggregate, RelationshipAggregate
+from graph.merge.codec import from_dict
+from graph.merge.contributions import chunk_contributions
 from graph.model import Chunk, ChunkExtraction, EntityMention, RelationshipMention
 from streams.codecs import ItemRetraction
 from streams.rows import RowCache

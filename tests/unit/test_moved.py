@@ -9,9 +9,9 @@ import pickle
 from pathlib import Path
 
 from agents.community.state import CHECKPOINT, forget_state, job_dir, load_state
-from graph.job_state import JobState
+from graph.job.state import JobState
 from graph.moved import MODULES, NAMES, moved
-from graph.version_rows import KnownRows
+from graph.versions.rows import KnownRows
 from tests.unit.test_community_run import base_world, settings_for
 
 
@@ -56,8 +56,9 @@ def test_a_checkpoint_naming_the_old_modules_of_moved_classes_still_loads(
 ) -> None:
     from graph.alias_indexes import AliasState, NameIndexes, Related
     from graph.alias_rules import resolve
-    from graph.aliases import Named
     from graph.human_ids import HumanIds
+
+    from graph.aliases import Named
 
     settings = settings_for(tmp_path)
     named = {

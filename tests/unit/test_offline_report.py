@@ -9,14 +9,14 @@ from collections import Counter
 import orjson
 
 from graph.model import Community
-from graph.report_context import (
+from graph.reports.context import (
     ChildReport,
     ReportContext,
     ReportEntity,
     ReportGraph,
     ReportRelationship,
 )
-from graph.report_context_builder import build_report_context
+from graph.reports.context_builder import build_report_context
 from offline.report import format_citation, write_offline_report
 
 CITATION = re.compile(r"\[Data: ([^\]]+)\]")
@@ -151,7 +151,7 @@ class TestCitation:
 
 
 def test_a_parent_titled_after_its_children_carries_one_offline_mark() -> None:
-    from graph.report_context import ChildReport, ReportContext
+    from graph.reports.context import ChildReport, ReportContext
     from offline.report import _title
 
     ctx = ReportContext(

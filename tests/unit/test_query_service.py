@@ -27,7 +27,7 @@ from core.settings.serving import ApiSettings
 from core.tables.store import GraphTables
 from core.worker_status import WatchdogFigures, WatchdogStatus, write_watchdog_status
 from graph.protocols import ChatResult
-from graph.snapshot_model import Snapshot, SnapshotMeta
+from graph.versions.model import Snapshot, SnapshotMeta
 from query.api.app import create_app
 from query.api.state import IndexHolder
 from query.citations import cited_ids

@@ -15,7 +15,7 @@ from typing import Any
 
 from graph.keys import entity_key
 from graph.protocols import ChatResult, VectorHit
-from graph.snapshot_model import (
+from graph.versions.model import (
     Snapshot,
     SnapshotClaim,
     SnapshotCommunity,

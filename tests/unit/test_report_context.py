@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 import pytest
 
 from graph.model import Community
-from graph.report_context import (
+from graph.reports.context import (
     ChildReport,
     ReportClaim,
     ReportContextError,
@@ -18,8 +18,8 @@ from graph.report_context import (
     ReportGraph,
     ReportRelationship,
 )
-from graph.report_context_builder import ReportContextBuilder, build_report_context
-from graph.report_rows import RowCosts
+from graph.reports.context_builder import ReportContextBuilder, build_report_context
+from graph.reports.rows import RowCosts
 
 
 def count_tokens(text: str) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from graph.documents import parse_document
+from graph.extraction.documents import parse_document
 from graph.model import Document
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "news" / "articles.jsonl"

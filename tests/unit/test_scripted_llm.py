@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 import prompts as p
 from graph.model import Community
-from graph.report_context import (
+from graph.reports.context import (
     ChildReport,
     ReportClaim,
     ReportContext,
@@ -26,7 +26,7 @@ from graph.report_context import (
     ReportGraph,
     ReportRelationship,
 )
-from graph.report_context_builder import ReportContextBuilder
+from graph.reports.context_builder import ReportContextBuilder
 from kgrag.testing.scripted_answers import KINDS, answer, classify
 from kgrag.testing.scripted_llm import FaultConfig, ScriptedLLMServer
 from kgrag.testing.scripted_text import RequestRejected

@@ -8,7 +8,14 @@ import orjson
 import pytest
 
 from graph.errors import GraphError
-from graph.snapshot_model import (
+from graph.versions.legacy_format import (
+    META_FILE,
+    SnapshotFormatError,
+    snapshot_files,
+    snapshot_from_tables,
+    snapshot_to_tables,
+)
+from graph.versions.model import (
     Snapshot,
     SnapshotClaim,
     SnapshotCommunity,
@@ -18,13 +25,6 @@ from graph.snapshot_model import (
     SnapshotRelationship,
     SnapshotReport,
     SnapshotTextUnit,
-)
-from graph.snapshots import (
-    META_FILE,
-    SnapshotFormatError,
-    snapshot_files,
-    snapshot_from_tables,
-    snapshot_to_tables,
 )
 
 
@@ -306,9 +306,9 @@ class TestCorruption:
 def test_a_report_read_without_its_markdown_builds_the_same_from_its_parts() -> None:
     """The query index leaves ``full_content`` unread (``QUERY_OMITS``); ``body`` must give
     back exactly what the writer stored."""
-    from graph.human_ids import HumanIds
+    from graph.communities.human_ids import HumanIds
+    from graph.job.version_tables import report_record
     from graph.model import Community
-    from graph.snapshot_assembly import report_record
 
     community = Community("c-1", 0, None, (), frozenset({"bank of japan", "yen"}))
     ids = HumanIds.empty().assign("community", ["c-1"])

@@ -1,4 +1,4 @@
-"""Storylines: the hierarchy folded into one row per story (``graph.storylines``), scored on
+"""Storylines: the hierarchy folded into one row per story (``graph.trends.storylines``), scored on
 documents against the news's volume, titled by what its top documents share, and the
 community job's bounded headline digest that repeats a storyline only when it grows."""
 
@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from datetime import date, timedelta
 from pathlib import Path
 
-from graph.lineage import kinds_shown
-from graph.story_detail import describe, key_phrase, same_name
-from graph.storylines import (
+from graph.communities.lineage import kinds_shown
+from graph.trends.story_detail import describe, key_phrase, same_name
+from graph.trends.storylines import (
     Storyline,
     StoryNode,
     fold,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from graph.snapshot_model import SnapshotEntity, SnapshotReport
+from graph.versions.model import SnapshotEntity, SnapshotReport
 from query.text_store import MAX_SEGMENTS, TextStore, rows_text
 
 

@@ -1,0 +1,1 @@
+"""Aliases: which entity names are one entity, found from name forms, rules and the view."""

@@ -1,0 +1,1 @@
+"""Communities: hierarchical Leiden, stable community ids and their lineage."""

@@ -1,0 +1,1 @@
+"""Extraction: articles to documents and chunks, and an LLM's answer to graph records."""

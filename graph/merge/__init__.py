@@ -1,0 +1,1 @@
+"""Merging: extraction records folded into the graph, per-source contributions and changes."""

@@ -1,0 +1,1 @@
+"""Community reports: the context a report is written from, its rows and evidence."""

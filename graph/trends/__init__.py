@@ -1,0 +1,1 @@
+"""Trends: emerging communities and storylines over time windows."""

@@ -1,0 +1,1 @@
+"""Graph versions: the model, its table rows, and the legacy snapshot format."""

@@ -1,0 +1,82 @@
+"""A graph version's tables by name, the columns derived on read, and each row's digest.
+
+The row classes are ``graph.versions.model``'s; a row's stored form is ``graph.codec``'s
+rendering of it (``absent="default"``: a field added with a default reads as that default from
+rows written before it existed). Writers keep a digest of every row they committed
+(``KnownRows``) so the next commit finds the rows that changed without reading the version back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from graph.codec import Codec
+from graph.versions.model import (
+    Snapshot,
+    SnapshotAlias,
+    SnapshotClaim,
+    SnapshotCommunity,
+    SnapshotDocument,
+    SnapshotEntity,
+    SnapshotRelationship,
+    SnapshotReport,
+    SnapshotTextUnit,
+)
+
+# table name -> row class; the order is the order tables are written and read.
+TABLES: dict[str, type] = {
+    "entities": SnapshotEntity,
+    "relationships": SnapshotRelationship,
+    "communities": SnapshotCommunity,
+    "community_reports": SnapshotReport,
+    "text_units": SnapshotTextUnit,
+    "documents": SnapshotDocument,
+    "claims": SnapshotClaim,
+    "aliases": SnapshotAlias,
+}
+
+# columns derived from other rows, not stored: they would change with rows that did not (a
+# hub's new relationship would rewrite every one of its relationships' rows, a member's new
+# mention every community above it), so readers derive them
+# (``core.tables.derived.derived_columns``)
+DERIVED: dict[str, tuple[str, ...]] = {
+    "entities": ("degree",),
+    "relationships": ("combined_degree",),
+    "communities": ("relationship_ids", "text_unit_ids"),
+    "community_reports": ("unreflected",),  # kept in its community's row
+}
+
+CODEC = Codec(absent="default")
+
+
+@dataclass(frozen=True, slots=True)
+class KnownRows:
+    """What a writer remembers of the version it committed: a digest of every row by id."""
+
+    version: int
+    digests: dict[str, dict[str, bytes]]
+
+    @classmethod
+    def of(cls, snapshot: Snapshot) -> KnownRows:
+        return cls(
+            snapshot.meta.version,
+            {name: row_digests(name, getattr(snapshot, name)) for name in TABLES},
+        )
+
+
+def row_digests(name: str, rows: Iterable[Any]) -> dict[str, bytes]:
+    """A short digest of each row's stored form (derived columns left out), by id: what a
+    writer keeps to find the rows that changed without reading the previous version back."""
+    derived = DERIVED.get(name, ())
+    out = {}
+    for r in rows:
+        stored = CODEC.encode(r)
+        for column in derived:
+            stored.pop(column, None)
+        out[r.id] = hashlib.blake2b(orjson.dumps(stored), digest_size=8).digest()
+    return out
