@@ -32,6 +32,8 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/pylint --score=n $(PACKAGES)
+	$(BIN)/python scripts/check_sizes.py
+	$(BIN)/python -m bench.check_results
 
 typecheck: setup
 	$(BIN)/mypy
@@ -68,13 +70,15 @@ browser:
 	  else echo "the dashboard tests need Chromium: apt-get install chromium (as root)" >&2; exit 1; fi; \
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium; }
 
-# Services up, lint, the layers (import-linter), repeated code (pylint), types, every test,
-# services down (even when something fails).
+# Services up, lint, the layers (import-linter), repeated code (pylint), module and function
+# sizes, the benchmark results' stamps, types, every test, services down (even when something
+# fails).
 test: setup browser
 	$(KGRAG) services up
 	status=0; \
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports \
-	  && $(BIN)/pylint --score=n $(PACKAGES) && $(BIN)/mypy \
+	  && $(BIN)/pylint --score=n $(PACKAGES) && $(BIN)/python scripts/check_sizes.py \
+	  && $(BIN)/python -m bench.check_results && $(BIN)/mypy \
 	  && $(BIN)/pytest -q -ra || status=$$?; \
 	$(KGRAG) services down; \
 	exit $$status
