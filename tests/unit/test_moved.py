@@ -54,11 +54,10 @@ def test_a_checkpoint_naming_old_module_paths_still_loads(tmp_path: Path) -> Non
 def test_a_checkpoint_naming_the_old_modules_of_moved_classes_still_loads(
     tmp_path: Path,
 ) -> None:
-    from graph.alias_indexes import AliasState, NameIndexes, Related
-    from graph.alias_rules import resolve
-    from graph.human_ids import HumanIds
-
-    from graph.aliases import Named
+    from graph.aliases.indexes import AliasState, NameIndexes, Related
+    from graph.aliases.resolution import Named
+    from graph.aliases.rules import resolve
+    from graph.communities.human_ids import HumanIds
 
     settings = settings_for(tmp_path)
     named = {

@@ -209,8 +209,8 @@ async def test_the_job_headlines_a_new_storyline_once_until_it_grows(tmp_path: P
     for i in range(6):  # six articles on a brand-new storyline: significant (G 15.2)
         article(i, "1987-03-09")
     first = await job.run(world.view)
-    assert not [e for e in first["events"] if e["kind"] == "headline"]  # beside the events
-    headlines = first["headlines"]
+    assert not [e for e in first.events if e["kind"] == "headline"]  # beside the events
+    headlines = first.headlines
     assert len(headlines) == 1, headlines
     h = headlines[0]
     assert h["rank"] == 1 and not h["why"]["again"]
@@ -223,13 +223,13 @@ async def test_the_job_headlines_a_new_storyline_once_until_it_grows(tmp_path: P
 
     # nothing new about it: no headline; one more article is not growth enough
     world.say("quiet", [("Vega A 2", "Vega A 2 opened a branch.")], day="1987-03-02")
-    assert not (await job.run(world.view))["headlines"]
+    assert not (await job.run(world.view)).headlines
     article(6, "1987-03-09")
-    assert not (await job.run(world.view))["headlines"]
+    assert not (await job.run(world.view)).headlines
     # half as many documents again: headlined again, saying so
     article(7, "1987-03-09")
     article(8, "1987-03-09")
-    again = (await job.run(world.view))["headlines"]
+    again = (await job.run(world.view)).headlines
     assert len(again) == 1 and again[0]["why"]["again"] and again[0]["why"]["documents"] == 9
 
 
@@ -240,15 +240,15 @@ async def test_headlines_are_bounded_per_run(tmp_path: Path) -> None:
             a, b = f"{story} Alpha", f"{story} Beta {i}"
             world.say(f"{story}-{i}", [(a, a), (b, b)], [(a, b, f"{a} and {b}")], day="1987-03-09")
     run = await job.run(world.view)
-    assert len(run["headlines"]) == 1
+    assert len(run.headlines) == 1
     # the next run does not work down the list: the other storyline is not on the front page
     world.say("quiet", [("Vega A 2", "Vega A 2 opened a branch.")], day="1987-03-02")
-    assert (await job.run(world.view))["headlines"] == []
+    assert (await job.run(world.view)).headlines == []
     off = await steady_job(tmp_path / "off", headlines_per_run=0)
     for i in range(6):
         a, b = "Aurora Alpha", f"Aurora Beta {i}"
         off[0].say(f"aurora-{i}", [(a, a), (b, b)], [(a, b, f"{a} and {b}")], day="1987-03-09")
-    assert not (await off[1].run(off[0].view))["headlines"]
+    assert not (await off[1].run(off[0].view)).headlines
 
 
 def test_readers_see_headlines_unless_they_ask_for_more() -> None:
