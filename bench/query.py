@@ -64,7 +64,7 @@ from bench.query_quality import (
     themes,
 )
 from bench.record import Target, mode_argument, percentiles, record, timing
-from bench.results_io import REUTERS_DEV, read_jsonl
+from bench.results_io import REUTERS_DEV, mode_corpus
 from core.clients import build_embedder
 from core.llm import OpenAILLM
 from core.settings import Settings
@@ -382,13 +382,10 @@ def _print_global(r: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
-    if not args.data.exists():
-        print(f"skipped: {args.data} not found")
+    picked = mode_corpus(args, QUICK_ARTICLES, NAMESPACE)
+    if picked is None:
         return 0
-    mode = "full" if args.full else "quick"
-    n = args.n if args.n is not None else (0 if args.full else QUICK_ARTICLES)
-    settings = Settings().model_copy(update={"namespace": NAMESPACE[mode]})
-    articles = read_jsonl(args.data, n or None)
+    mode, n, settings, articles = picked
     result = asyncio.run(run(settings, articles, args))
     run_settings = {
         "data": args.data.name,

@@ -9,14 +9,17 @@ keeps its keys while the facts are read in one place.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
+
+from core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -28,6 +31,20 @@ def read_jsonl(path: Path, n: int | None = None) -> list[dict[str, Any]]:
     with path.open(encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
     return rows[:n] if n else rows
+
+
+def mode_corpus(
+    args: argparse.Namespace, quick_articles: int, namespaces: Mapping[str, str]
+) -> tuple[str, int, Settings, list[dict[str, Any]]] | None:
+    """A corpus bench's mode, article count (0: all), settings in the mode's namespace and
+    articles, from its ``--full``, ``--n`` and ``--data``; None (said) when the data is absent."""
+    if not args.data.exists():
+        print(f"skipped: {args.data} not found")
+        return None
+    mode = "full" if args.full else "quick"
+    n = args.n if args.n is not None else (0 if args.full else quick_articles)
+    settings = Settings().model_copy(update={"namespace": namespaces[mode]})
+    return mode, n, settings, read_jsonl(args.data, n or None)
 
 
 # ---- the machine ----

@@ -56,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.query_index import prepare
 from bench.query_quality import ORG_NAMES, first_documents, person_name, topic_words
 from bench.record import Target, mode_argument, percentiles, record
-from bench.results_io import REUTERS_DEV, read_jsonl
+from bench.results_io import REUTERS_DEV, mode_corpus
 from core.clients import build_embedder
 from core.settings import Settings
 from core.vector_store import WeaviateStore
@@ -351,13 +351,10 @@ def _print(r: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
-    if not args.data.exists():
-        print(f"skipped: {args.data} not found")
+    picked = mode_corpus(args, QUICK_ARTICLES, NAMESPACE)
+    if picked is None:
         return 0
-    mode = "full" if args.full else "quick"
-    n = args.n if args.n is not None else (0 if args.full else QUICK_ARTICLES)
-    settings = Settings().model_copy(update={"namespace": NAMESPACE[mode]})
-    articles = read_jsonl(args.data, n or None)
+    mode, n, settings, articles = picked
     result = asyncio.run(run(settings, articles, args.rebuild))
     _print(result)
     run_settings = {
