@@ -33,7 +33,12 @@ async def write_report_vectors(
     from core.vector_store import VectorStoreError, WeaviateStore
 
     embedder = build_embedder(settings)
-    vectors = await embedder.embed([f"{r.title}\n{r.summary}" for r in fresh])
+    try:
+        vectors = await embedder.embed([f"{r.title}\n{r.summary}" for r in fresh])
+    finally:
+        close = getattr(embedder, "aclose", None)  # its HTTP connections, when it has any
+        if close is not None:
+            await close()
     try:
         async with WeaviateStore(settings) as store:
             await store.upsert(
