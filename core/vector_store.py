@@ -27,6 +27,29 @@ log = logging.getLogger(__name__)
 
 _NS = uuid.UUID("6f1c7a52-4b8e-4d0e-9d7a-2f7c1a9b3e10")
 VECTOR = "default"
+# Weaviate's gRPC batch refuses a message over about 100 MB; a first community run over a large
+# history upserts every report at once, so writes go in parts well under that.
+BATCH_BYTES = 16 * 1024 * 1024
+
+
+def batches_by_size(sizes: Sequence[int], limit: int = BATCH_BYTES) -> list[range]:
+    """Consecutive index ranges each summing to at most ``limit`` (one item at the least)."""
+    out: list[range] = []
+    start, total = 0, 0
+    for i, size in enumerate(sizes):
+        if i > start and total + size > limit:
+            out.append(range(start, i))
+            start, total = i, 0
+        total += size
+    if start < len(sizes):
+        out.append(range(start, len(sizes)))
+    return out
+
+
+def _estimated_bytes(vector: Sequence[float], props: dict[str, Any]) -> int:
+    """A generous estimate of one object's wire size: packed floats, text and key overhead."""
+    return 64 + 8 * len(vector) + sum(len(str(k)) + len(str(v)) * 4 for k, v in props.items())
+
 
 # The text a hybrid search matches its keywords in, per kind (BM25F over several). A text
 # unit's keywords are matched in its text alone: headlines are short, so BM25F's length
@@ -173,17 +196,19 @@ class WeaviateStore:
             )
             for key, vector, props in items
         ]
-        try:
-            result = await col.data.insert_many(objects)
-        except Exception as e:
-            raise VectorStoreError(f"upsert into {col.name} failed: {e}", retryable=True) from e
-        if result.errors:
-            first = next(iter(result.errors.values()))
-            raise VectorStoreError(
-                f"{len(result.errors)} of {len(objects)} objects rejected by {col.name}: "
-                f"{first.message}",
-                retryable=False,
-            )
+        sizes = [_estimated_bytes(vector, props) for _, vector, props in items]
+        for part in batches_by_size(sizes):
+            try:
+                result = await col.data.insert_many(objects[part.start : part.stop])
+            except Exception as e:
+                raise VectorStoreError(f"upsert into {col.name} failed: {e}", retryable=True) from e
+            if result.errors:
+                first = next(iter(result.errors.values()))
+                raise VectorStoreError(
+                    f"{len(result.errors)} of {len(objects)} objects rejected by {col.name}: "
+                    f"{first.message}",
+                    retryable=False,
+                )
 
     async def delete(self, kind: str, keys: Sequence[str]) -> None:
         if not keys:
