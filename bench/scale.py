@@ -168,10 +168,15 @@ async def complete_run(settings: Settings, after: int, timeout_s: float) -> int:
     raise TimeoutError(f"no complete community run after version {after} in {timeout_s:.0f} s")
 
 
-def run_times(settings: Settings, version: int, light_before: int) -> tuple[float, float]:
+def run_times(
+    settings: Settings, version: int, light_before: int, timeout_s: float = 600
+) -> tuple[float, float]:
     """(run without commit, commit) seconds of the run that wrote ``version``, from the job's
     status; a light commit made since ``light_before`` counts as commit time."""
-    for _ in range(100):  # the status is written just after the version
+    # the status is written when the run's process has returned: after the version and the
+    # checkpoint, which over a large history takes tens of seconds, so wait as for the version
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
         status = read_status(settings)
         if status and status.last_run and status.last_run.version >= version:
             run = status.last_run
@@ -180,8 +185,8 @@ def run_times(settings: Settings, version: int, light_before: int) -> tuple[floa
             if light is not None and status.light_commits > light_before:
                 commit += light.seconds
             return run.duration_s - commit, commit
-        time.sleep(0.1)
-    raise TimeoutError(f"the job's status never named version {version}")
+        time.sleep(0.2)
+    raise TimeoutError(f"the job's status did not name version {version} in {timeout_s:.0f} s")
 
 
 def light_commits(settings: Settings) -> int:
