@@ -6,8 +6,9 @@ For each corpus size it makes a fresh namespace on the local Kafka and Weaviate,
 ``kgrag worker`` (stream agents, the vector worker and the community job, as a user runs it,
 offline mode), publishes that many articles of ``bench/synthetic.py``'s corpus (the dev
 articles, then renamed copies), and waits until a community run's version holds everything
-published. Then, three times, it publishes 40 more articles and waits for the run that takes
-them in, reading that run's time and its commit time from the job's status. All along a
+published. Then, three times, it publishes 40 more articles and waits for the run that holds
+them, reading from the job's status the time and commit time of every run (and light commit)
+since the last complete version: the job may take a +40 in more than one run. All along a
 thread samples the proportional set size (``Pss`` of ``/proc/<pid>/smaps_rollup``) of the
 community job's processes (the ``kgrag community-job`` process and its pool) and of the
 worker's whole tree (the job, the stream worker and the vector worker; Kafka, Weaviate and
@@ -15,9 +16,10 @@ the object store are not started by the worker and are not counted); the figures
 maximum of each sum over time.
 
 Figures per corpus: ``articles``, ``job_pss_mib``, ``worker_tree_pss_mib``, ``ingest_s`` (to
-the first complete run), ``plus40_run_s`` (the run without its commit), ``plus40_commit_s``
-(the run's commit phase, plus a light commit of the same articles made before it),
-``plus40_total_s`` (their sum per repeat), each a median of 3 with min and max; then
+the first complete run), ``plus40_run_s`` (the runs without their commits), ``plus40_commit_s``
+(the runs' commit phases, plus light commits of the same articles made before them),
+``plus40_total_s`` (their sum per repeat), each a median of 3 with min and max;
+``plus40_runs`` (how many runs took each +40 in); then
 ``job_kib_per_article`` (the growth of ``job_pss_mib`` between the two sizes, per article)
 and the ratio of the +40 totals. ``--baseline`` writes the same figures under ``baseline``
 too (the measurement of the code before the bounded-memory work); later runs carry the
@@ -50,7 +52,7 @@ from bench.live import fresh_namespace, start_worker, stop, wait_ready
 from bench.record import Target, mode_argument, ratio, record, result_path, timing
 from bench.run_all import descendants
 from bench.synthetic import Corpus
-from core.job_status import read_status
+from core.job_status import JobStatus, LastRun, read_status
 from core.lag import reflects_everything
 from core.publish import DocumentPublisher
 from core.settings import Settings, load_settings
@@ -131,6 +133,61 @@ class PssSampler:
         self._stop.set()
 
 
+@dataclass
+class RunWatch:
+    """Polls the job's status every ``period_s`` and keeps every run and light commit it names,
+    by version: a +40 can be taken in by more than one run (the job runs when the first of its
+    changes are due), so its cost is the sum of every run and light commit after the last
+    complete version up to the one that holds it."""
+
+    settings: Settings
+    period_s: float = 0.2
+    runs: dict[int, LastRun] = field(default_factory=dict)
+    lights: dict[int, float] = field(default_factory=dict)  # version -> seconds
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def poll(self) -> JobStatus | None:
+        status = read_status(self.settings)
+        if status is not None:
+            if status.last_run is not None:
+                self.runs[status.last_run.version] = status.last_run
+            light = status.last_light_commit
+            if light is not None and light.seconds > 0:
+                self.lights[light.version] = light.seconds
+        return status
+
+    def start(self) -> None:
+        def loop() -> None:
+            while not self._stop.wait(self.period_s):
+                self.poll()
+
+        threading.Thread(target=loop, daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def between(self, after: int, upto: int, timeout_s: float = 600) -> tuple[float, float, int]:
+        """(run seconds without commits, commit seconds, runs) of everything after version
+        ``after`` up to ``upto``; waits for the status to name ``upto`` (it is written when the
+        run's process has returned: after the version and the checkpoint, which over a large
+        history takes tens of seconds)."""
+        deadline = time.monotonic() + timeout_s
+        while upto not in self.runs:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"the job's status did not name version {upto} in {timeout_s:.0f} s"
+                )
+            status = self.poll()
+            if status is not None and status.last_run and status.last_run.version > upto:
+                raise RuntimeError(f"version {upto}'s run was not seen in the job's status")
+            time.sleep(self.period_s)
+        runs = [r for v, r in self.runs.items() if after < v <= upto]
+        commits = [r.phases.get("snapshot", r.phases.get("commit", 0.0)) for r in runs]
+        light = sum(s for v, s in self.lights.items() if after < v <= upto)
+        run_s = sum(r.duration_s for r in runs) - sum(commits)
+        return run_s, sum(commits) + light, len(runs)
+
+
 # ---- the pipeline ----
 
 
@@ -168,38 +225,13 @@ async def complete_run(settings: Settings, after: int, timeout_s: float) -> int:
     raise TimeoutError(f"no complete community run after version {after} in {timeout_s:.0f} s")
 
 
-def run_times(
-    settings: Settings, version: int, light_before: int, timeout_s: float = 600
-) -> tuple[float, float]:
-    """(run without commit, commit) seconds of the run that wrote ``version``, from the job's
-    status; a light commit made since ``light_before`` counts as commit time."""
-    # the status is written when the run's process has returned: after the version and the
-    # checkpoint, which over a large history takes tens of seconds, so wait as for the version
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        status = read_status(settings)
-        if status and status.last_run and status.last_run.version >= version:
-            run = status.last_run
-            commit = run.phases.get("snapshot", run.phases.get("commit", 0.0))
-            light = status.last_light_commit
-            if light is not None and status.light_commits > light_before:
-                commit += light.seconds
-            return run.duration_s - commit, commit
-        time.sleep(0.2)
-    raise TimeoutError(f"the job's status did not name version {version} in {timeout_s:.0f} s")
-
-
-def light_commits(settings: Settings) -> int:
-    status = read_status(settings)
-    return status.light_commits if status else 0
-
-
 async def measure(base: Settings, corpus: Corpus, n: int, timeout_s: float) -> dict[str, Any]:
     """One corpus size, in a namespace of its own."""
     work = Path(tempfile.mkdtemp(prefix=f"kgrag-bench-scale-{n}-"))
     async with fresh_namespace(base, f"bench-scale-{n}", work) as settings:
         worker = start_worker(settings, {})
         sampler = PssSampler(worker.pid)
+        watch = RunWatch(settings)
         try:
             await wait_ready(settings, worker, timeout=300)
             sampler.start()
@@ -208,18 +240,24 @@ async def measure(base: Settings, corpus: Corpus, n: int, timeout_s: float) -> d
             version = await complete_run(settings, 0, timeout_s)
             ingest_s = time.monotonic() - started
             print(f"[{n}] version {version} holds all {n} articles after {ingest_s:.0f} s")
-            runs, commits = [], []
+            runs, commits, counts = [], [], []
+            watch.start()
             for i in range(REPEATS):
-                light = light_commits(settings)
                 await send(settings, corpus.articles(n + i * ADDED, ADDED))
-                version = await complete_run(settings, version, 600)
-                run_s, commit_s = run_times(settings, version, light)
-                print(f"[{n}] +{ADDED} #{i + 1}: run {run_s:.2f} s, commit {commit_s:.2f} s")
+                done = await complete_run(settings, version, 600)
+                run_s, commit_s, count = watch.between(version, done)
+                version = done
+                print(
+                    f"[{n}] +{ADDED} #{i + 1}: run {run_s:.2f} s, commit {commit_s:.2f} s "
+                    f"({count} run(s))"
+                )
                 runs.append(run_s)
                 commits.append(commit_s)
+                counts.append(count)
             sampler.sample()
         finally:
             sampler.stop()
+            watch.stop()
             stop(worker)
     return {
         "articles": n,
@@ -230,6 +268,7 @@ async def measure(base: Settings, corpus: Corpus, n: int, timeout_s: float) -> d
         "plus40_run_s": timing(runs, 3),
         "plus40_commit_s": timing(commits, 3),
         "plus40_total_s": timing([r + c for r, c in zip(runs, commits, strict=True)], 3),
+        "plus40_runs": counts,
     }
 
 
