@@ -258,13 +258,16 @@ class TestKilledWriter:
         store = GraphTables(root, keep=1000)
         checked = 0
         for round_ in range(3):
+            had = store.latest_listed() or 0
             proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO)
-            deadline = time.monotonic() + 2.0 + round_ * 0.37
             try:
+                # the writer's first version of this round (starting it takes seconds on a
+                # busy machine), then a window that ends at a different point each round
+                started = time.monotonic() + 60
+                while (store.latest_listed() or 0) <= had and time.monotonic() < started:
+                    time.sleep(0.05)
+                deadline = time.monotonic() + 2.0 + round_ * 0.37
                 while time.monotonic() < deadline:
-                    if store.latest_listed() is None:
-                        time.sleep(0.05)
-                        continue
                     snap = store.load()
                     said = {e.description for e in snap.entities}
                     assert said == {f"written by v{snap.meta.version}"}, said
