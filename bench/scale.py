@@ -145,10 +145,13 @@ class RunWatch:
     runs: dict[int, LastRun] = field(default_factory=dict)
     lights: dict[int, float] = field(default_factory=dict)  # version -> seconds
     _stop: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)  # the thread adds, between reads
 
     def poll(self) -> JobStatus | None:
         status = read_status(self.settings)
-        if status is not None:
+        with self._lock:
+            if status is None:
+                return None
             if status.last_run is not None:
                 self.runs[status.last_run.version] = status.last_run
             light = status.last_light_commit
@@ -181,9 +184,10 @@ class RunWatch:
             if status is not None and status.last_run and status.last_run.version > upto:
                 raise RuntimeError(f"version {upto}'s run was not seen in the job's status")
             time.sleep(self.period_s)
-        runs = [r for v, r in self.runs.items() if after < v <= upto]
+        with self._lock:
+            runs = [r for v, r in self.runs.items() if after < v <= upto]
+            light = sum(s for v, s in self.lights.items() if after < v <= upto)
         commits = [r.phases.get("snapshot", r.phases.get("commit", 0.0)) for r in runs]
-        light = sum(s for v, s in self.lights.items() if after < v <= upto)
         run_s = sum(r.duration_s for r in runs) - sum(commits)
         return run_s, sum(commits) + light, len(runs)
 
