@@ -7,6 +7,8 @@
   can never move the pointer back.
 - **Feed.** The leader reads every partition of ``graph-changes`` from the offsets recorded
   in its checkpoint (a restart resumes; nothing is replayed from the start) and buffers them.
+  A term that starts on changes light commits folded but no run took in (``state.lead_start``)
+  starts dirty, so a run follows without waiting for another change.
 - **Debounce.** A run starts when the feed has been quiet for ``debounce_s`` or dirty for
   ``max_wait_s``, whichever comes first, and never while another run is under way.
 - **Run.** The buffered changes go to a long-lived child process (``agents.community.runner``)
@@ -39,7 +41,7 @@ import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import orjson
@@ -48,8 +50,9 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from agents.community import inbox, runner
+from agents.community.feed import Feed
 from agents.community.result import RunResult
-from agents.community.state import checkpoint_offsets
+from agents.community.state import lead_start
 from core.job_status import (
     FAILED_ITEMS_SHOWN,
     HEARTBEAT_S,
@@ -66,52 +69,6 @@ from core.tables.errors import GraphStoreUnavailableError
 from graph.job.state import ItemFailure
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Feed:
-    """Changes received and not yet sent to the child, and when the graph was first and last
-    dirtied since the last run (a light commit sends the changes on but leaves the graph
-    dirty: the run is still due)."""
-
-    changes: list[bytes] = field(default_factory=list)
-    offsets: dict[int, int] = field(default_factory=dict)  # partition -> next offset
-    first_at: float | None = None
-    last_at: float | None = None
-    pending_since: float | None = None  # the oldest change not yet sent to the child
-
-    def add(self, partition: int, offset: int, value: bytes) -> None:
-        now = time.monotonic()
-        self.changes.append(value)
-        self.offsets[partition] = offset + 1
-        self.first_at = self.first_at or now
-        self.pending_since = self.pending_since or now
-        self.last_at = now
-
-    def due(self, debounce_s: float, max_wait_s: float, now: float) -> bool:
-        """Quiet for ``debounce_s`` or dirty for ``max_wait_s``."""
-        if self.first_at is None or self.last_at is None:
-            return False
-        return now - self.last_at >= debounce_s or now - self.first_at >= max_wait_s
-
-    def fresh_due(self, fresh_s: float, now: float) -> bool:
-        """Time for a light commit: changes are waiting and either the feed paused (a fifth
-        of ``fresh_s``: an article's rows arrive within a few hundred milliseconds, so they
-        land in one commit) or the oldest has waited ``fresh_s``."""
-        if fresh_s <= 0 or self.pending_since is None or self.last_at is None:
-            return False
-        return now - self.last_at >= fresh_s / 5 or now - self.pending_since >= fresh_s
-
-    def take_pending(self) -> tuple[list[bytes], dict[int, int]]:
-        """The changes for a light commit; the graph stays dirty until the run."""
-        changes, offsets = self.changes, dict(self.offsets)
-        self.changes, self.pending_since = [], None
-        return changes, offsets
-
-    def take(self) -> tuple[list[bytes], dict[int, int]]:
-        changes, offsets = self.take_pending()
-        self.first_at, self.last_at = None, None
-        return changes, offsets
 
 
 class _Leadership(ConsumerRebalanceListener):
@@ -319,7 +276,7 @@ class CommunityJob:
         self, elector: AIOKafkaConsumer, leadership: _Leadership, producer: AIOKafkaProducer
     ) -> None:
         self._clear_inbox()
-        start = await self._in_pool(checkpoint_offsets, self._settings_json)
+        start = await self._in_pool(lead_start, self._settings_json)
         topic = self.settings.topics.graph_changes
         feed_consumer = AIOKafkaConsumer(
             bootstrap_servers=self.settings.kafka.bootstrap_servers,
@@ -336,11 +293,13 @@ class CommunityJob:
             tps = [TopicPartition(topic, p) for p in partitions]
             feed_consumer.assign(tps)
             for tp in tps:
-                if tp.partition in start:
-                    feed_consumer.seek(tp, start[tp.partition])
+                if tp.partition in start.offsets:
+                    feed_consumer.seek(tp, start.offsets[tp.partition])
                 else:
                     await feed_consumer.seek_to_beginning(tp)
-            self.feed = Feed(offsets=dict(start))
+            self.feed = Feed(offsets=dict(start.offsets))
+            if start.run_due:  # folded by light commits, not yet taken in by a run
+                self.feed.mark_dirty(time.monotonic())
             self._set_status(state="waiting", **self._carried_over())
             cfg = self.settings.community
             while leadership.leader.is_set():

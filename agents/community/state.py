@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +156,22 @@ def save_state(settings: Settings, state: JobState) -> None:
     tmp.replace(directory / CHECKPOINT)
 
 
-def checkpoint_offsets(settings_json: str) -> dict[int, int]:
-    """The graph-changes offsets the state has consumed (called in the child process)."""
+@dataclass(frozen=True, slots=True)
+class LeadStart:
+    """Where a new leadership term starts: the graph-changes offsets the state has consumed,
+    and whether it holds changes no run has taken in yet (light commits folded them, during a
+    run or between runs, and advanced the offsets past them), so a run is due without a new
+    change arriving."""
+
+    offsets: dict[int, int]
+    run_due: bool
+
+
+def lead_start(settings_json: str) -> LeadStart:
+    """The state's offsets and whether a run is due (called in the child process)."""
     settings = Settings.model_validate_json(settings_json)
-    return dict(load_state(settings).offsets)
+    state = load_state(settings)
+    touched = state.view.touched_so_far()
+    if touched is None:  # not known: owed if anything was ever folded
+        return LeadStart(dict(state.offsets), bool(state.offsets))
+    return LeadStart(dict(state.offsets), bool(touched.entities or touched.slots))

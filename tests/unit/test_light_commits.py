@@ -20,7 +20,7 @@ import pytest
 
 import agents.community.inbox as child_inbox
 from agents.community.commit import light_commit
-from agents.community.job import Feed
+from agents.community.feed import Feed
 from agents.community.texts import Texts
 from core.tables.opening import open_graph_store
 from core.tables.store import GraphTables
@@ -407,3 +407,35 @@ async def test_every_row_has_a_human_id_after_runs_and_light_commits(tmp_path: P
         for name in ("entities", "relationships", "text_units", "documents"):
             hrids = [r.human_readable_id for r in getattr(rows, name)]
             assert len(hrids) == len(set(hrids)), f"{name}: an id names two rows"
+
+
+class TestNewTerm:
+    """A leadership term (or a restart) starts from the state's offsets; changes that light
+    commits folded past those offsets are still owed a run."""
+
+    async def test_a_term_knows_a_run_is_owed_for_what_light_commits_folded(
+        self, tmp_path: Path
+    ) -> None:
+        from agents.community.state import _STATE, lead_start
+
+        world, job = base_world(), Job(settings_for(tmp_path))
+        await job.run(world.view)
+        _STATE[job.settings.namespace] = job.state
+        try:
+            as_json = job.settings.model_dump_json()
+            assert not lead_start(as_json).run_due  # the run took in everything
+            job.state.offsets = {0: 12}
+            world.say("doc-late", [("Zeta", "Zeta came.")], [])  # a light commit's fold
+            start = lead_start(as_json)
+            assert start.run_due and start.offsets == {0: 12}
+        finally:
+            _STATE.pop(job.settings.namespace, None)
+
+    def test_a_feed_marked_dirty_runs_after_the_debounce(self) -> None:
+        feed = Feed(offsets={0: 12})
+        now = time.monotonic()
+        assert not feed.due(debounce_s=5, max_wait_s=60, now=now + 100)
+        feed.mark_dirty(now)
+        assert not feed.due(debounce_s=5, max_wait_s=60, now=now + 1)
+        assert feed.due(debounce_s=5, max_wait_s=60, now=now + 6)
+        assert feed.take() == ([], {0: 12})
