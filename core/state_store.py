@@ -1,0 +1,496 @@
+"""An on-disk home for the community job's big maps, so memory follows what a run touches and a
+save writes only the rows that changed.
+
+A ``StateStore`` is one SQLite file (stdlib ``sqlite3``, write-ahead log, ``synchronous=NORMAL``):
+a table per named map with rows ``(key, pickled value)``, and a ``meta`` table for pickled blobs
+of small state. A ``DiskMap`` is a ``MutableMapping[str, V]`` over one table that code written
+against a dict can keep using:
+
+- **Order.** Keys iterate in first-insertion order, as a dict's do: stored rows in ``rowid``
+  order (an update is an upsert, which keeps the row's ``rowid``), then the keys added since the
+  last commit in the order they came. Deleting a key and adding it again moves it to the end.
+- **In-place mutation.** Code does ``m[key].add(x)`` on a set held in the map. Every value read
+  or written since the last commit is held in ``_loaded`` with a digest of its pickle taken when
+  it was read; ``commit`` stores the written values and every read value whose pickle changed.
+  Then ``_loaded`` is emptied: what stays in memory is what was touched since the last commit.
+  Values are pickled one by one, so two values sharing an object no longer share it once read
+  back from the file.
+- **Whole passes.** ``items()`` and ``values()`` behave as a dict's (each value read is held,
+  since the caller may mutate it); ``scan()`` walks every pair in order without holding any, for
+  read-only passes. Both read in batches and see uncommitted changes.
+
+``StateStore.commit`` writes every map's pending rows and the meta puts in one SQLite
+transaction, so a crash or an error mid-commit leaves the previous commit whole;
+``StateStore.discard`` drops what was not committed (after a failed run, the next read sees the
+last commit).
+
+One thread: a store and its maps belong to the thread that opened the store (``sqlite3``
+enforces it for the connection). One process: an SQLite connection must not be carried across
+``fork``, so a store used in a forked child (a pid other than the one that opened it) raises
+``ForkedStoreError``; a child opens its own ``StateStore(path)`` and leaves with ``os._exit``, as
+the checkpoint writer does, so the inherited connection is never closed there. Neither a store
+nor a map pickles: a whole-state pickle that reached one would silently miss its rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import re
+import sqlite3
+import time
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, MutableMapping, ValuesView
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+from core.errors import KgragError
+
+V = TypeVar("V")
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_PROTOCOL = pickle.HIGHEST_PROTOCOL
+_BATCH = 1000  # rows per query of a whole pass
+_CHUNK = 500  # keys per ``IN (...)`` query (SQLite allows 32,766 parameters; old builds 999)
+_JOURNAL_LIMIT = 64 * 1024 * 1024  # bytes the write-ahead log keeps after a checkpoint
+
+
+class StateStoreError(KgragError):
+    """The state store cannot do what was asked; the message says why."""
+
+
+class ForkedStoreError(StateStoreError):
+    """A store was used in a process other than the one that opened it."""
+
+    def __init__(self, path: Path, owner: int) -> None:
+        super().__init__(
+            f"{path} was opened by process {owner}, not this one ({os.getpid()}): an SQLite "
+            "connection must not be used after fork; open a new StateStore(path) here"
+        )
+        self.path = path
+        self.owner = owner
+
+
+class CommitError(StateStoreError):
+    """A commit failed and was rolled back: the store still holds the previous commit, and the
+    uncommitted changes are still pending (``discard`` drops them)."""
+
+
+class UnpicklableValueError(CommitError):
+    """A value could not be pickled at commit; ``map_name`` and ``key`` say which."""
+
+    def __init__(self, map_name: str, key: str, reason: BaseException) -> None:
+        super().__init__(f"map {map_name!r}, key {key!r}: cannot pickle its value ({reason})")
+        self.map_name = map_name
+        self.key = key
+
+
+@dataclass(frozen=True, slots=True)
+class CommitStats:
+    """What one commit wrote."""
+
+    rows_written: int  # rows inserted or updated, over every map
+    rows_deleted: int
+    seconds: float
+
+
+def _digest(blob: bytes) -> bytes:
+    return hashlib.blake2b(blob, digest_size=16).digest()
+
+
+class StateStore:
+    """One SQLite file holding named maps (``map``) and small pickled blobs (``get_meta``).
+    ``cache_mib``: SQLite's page cache, resident memory (hot index pages, recent rows)."""
+
+    def __init__(self, path: Path, *, cache_mib: int = 16) -> None:
+        self.path = Path(path)
+        self._pid = os.getpid()
+        self._conn: sqlite3.Connection | None = sqlite3.connect(self.path, isolation_level=None)
+        self._conn.executescript(
+            f"PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA journal_size_limit "
+            f"= {_JOURNAL_LIMIT}; PRAGMA cache_size = {-1024 * cache_mib}; CREATE TABLE IF NOT "
+            "EXISTS meta (name TEXT PRIMARY KEY, value BLOB)"
+        )
+        self._maps: dict[str, DiskMap[Any]] = {}
+        self._meta: dict[str, bytes] = {}
+
+    def _db(self) -> sqlite3.Connection:
+        """The connection, once it is known to be open and this process's own."""
+        if os.getpid() != self._pid:
+            raise ForkedStoreError(self.path, self._pid)
+        if self._conn is None:
+            raise StateStoreError(f"{self.path}: the store is closed")
+        return self._conn
+
+    def map(self, name: str) -> DiskMap[Any]:
+        """The map ``name`` (its table made when new); the same object on every call."""
+        db = self._db()
+        if name in self._maps:
+            return self._maps[name]
+        if not _NAME.match(name) or name == "meta" or name.startswith("sqlite_"):
+            raise StateStoreError(
+                f"{name!r} cannot name a map: use lower-case letters, digits and '_', starting "
+                "with a letter (not 'meta', not 'sqlite_…')"
+            )
+        db.execute(
+            f'CREATE TABLE IF NOT EXISTS "{name}" (key TEXT PRIMARY KEY, value BLOB NOT NULL)'
+        )
+        self._maps[name] = DiskMap(self, name)
+        return self._maps[name]
+
+    def get_meta(self, name: str) -> bytes | None:
+        """The blob last put under ``name`` (committed or not), else None."""
+        db = self._db()
+        if name in self._meta:
+            return self._meta[name]
+        row = db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def put_meta(self, name: str, blob: bytes) -> None:
+        """Keep ``blob`` under ``name``; it is written by the next commit."""
+        self._db()
+        self._meta[name] = bytes(blob)
+
+    def commit(self) -> CommitStats:
+        """Write every map's pending changes and the meta puts in one transaction, then clear
+        the buffers. On an error the transaction is rolled back (the file keeps the previous
+        commit), the changes stay pending and ``CommitError`` is raised."""
+        db = self._db()
+        started = time.perf_counter()
+        written = deleted = 0
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for each in self._maps.values():
+                w, d = each._flush(db)
+                written, deleted = written + w, deleted + d
+            db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", self._meta.items())
+            db.execute("COMMIT")
+        except BaseException as e:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            if isinstance(e, CommitError) or not isinstance(e, Exception):
+                raise
+            raise CommitError(f"{self.path}: commit rolled back: {e}") from e
+        for each in self._maps.values():
+            each._committed()
+        self._meta.clear()
+        return CommitStats(written, deleted, time.perf_counter() - started)
+
+    def discard(self) -> None:
+        """Drop every uncommitted change and every held value: the next read sees the last
+        commit."""
+        self._db()
+        for each in self._maps.values():
+            each._discard()
+        self._meta.clear()
+
+    def close(self) -> None:
+        """Close the file; uncommitted changes are dropped. Closing twice is harmless."""
+        if self._conn is not None:
+            self._db().close()
+            self._conn = None
+
+    def __enter__(self) -> StateStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(f"a StateStore ({self.path}) cannot be pickled: keep its path instead")
+
+
+class DiskMap(MutableMapping[str, V]):
+    """A dict-like map whose rows live in one table of a ``StateStore``; see the module's
+    docstring for order, in-place mutation and whole passes. Keys are strings."""
+
+    def __init__(self, store: StateStore, name: str) -> None:
+        self.name = name
+        self._store = store
+        self._t = f'"{name}"'
+        # every value read or written since the last commit, with the digest of its pickle
+        # when read (None: written, stored at commit whatever it holds)
+        self._loaded: dict[str, tuple[V, bytes | None]] = {}
+        self._new: dict[str, None] = {}  # keys appended since the last commit, in order
+        self._deleted: set[str] = set()  # stored keys removed (some appended again since)
+        self._cleared = False  # every stored row removed
+        self._stored_count: int | None = None  # rows at the last commit, once counted
+        self._delta = 0  # rows added minus rows removed since then (since the clear if cleared)
+        self._version = 0  # bumped by every change of the key set, as a dict's iterators check
+        self._commits = 0  # commits that wrote this map's rows: a pass re-reads after one
+        # False: ``items()`` and ``values()`` read as ``scan()`` does, holding nothing (for a
+        # map whose whole passes are known to be read-only; a pass then costs no memory and
+        # adds nothing to the next commit)
+        self.passes_hold = True
+
+    # ---- single keys ----
+
+    def _in_db(self, key: str) -> bool:
+        """Whether ``key`` is stored and not removed since (the key index only)."""
+        if self._cleared or key in self._deleted:
+            return False
+        sql = f"SELECT 1 FROM {self._t} WHERE key = ?"
+        return self._store._db().execute(sql, (key,)).fetchone() is not None
+
+    def _keep(self, key: str, blob: bytes) -> V:
+        """``blob`` unpickled and held with the digest of its pickle, so a later in-place
+        change is seen at commit."""
+        value: V = pickle.loads(blob)
+        self._loaded[key] = (value, _digest(pickle.dumps(value, _PROTOCOL)))
+        return value
+
+    def _add(self, key: str, value: V) -> None:
+        """``key``, absent now, added at the end."""
+        if not isinstance(key, str):
+            raise TypeError(f"map {self.name!r} takes str keys, not {type(key).__name__}")
+        self._new[key] = None
+        self._loaded[key] = (value, None)
+        self._delta += 1
+        self._version += 1
+
+    def __contains__(self, key: object) -> bool:
+        self._store._db()
+        if not isinstance(key, str):
+            return False
+        return key in self._loaded or self._in_db(key)
+
+    def __getitem__(self, key: str) -> V:
+        db = self._store._db()
+        if key in self._loaded:
+            return self._loaded[key][0]
+        if not isinstance(key, str) or self._cleared or key in self._deleted:
+            raise KeyError(key)
+        row = db.execute(f"SELECT value FROM {self._t} WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            raise KeyError(key)
+        return self._keep(key, row[0])
+
+    def __setitem__(self, key: str, value: V) -> None:
+        self._store._db()
+        if key in self._loaded or (isinstance(key, str) and self._in_db(key)):
+            self._loaded[key] = (value, None)
+        else:
+            self._add(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self._store._db()
+        if key in self._new:
+            del self._new[key]
+        elif key in self._loaded or (isinstance(key, str) and self._in_db(key)):
+            self._deleted.add(key)
+        else:
+            raise KeyError(key)
+        self._loaded.pop(key, None)
+        self._delta -= 1
+        self._version += 1
+
+    def __len__(self) -> int:
+        db = self._store._db()
+        if self._cleared:
+            return self._delta
+        if self._stored_count is None:
+            self._stored_count = int(db.execute(f"SELECT COUNT(*) FROM {self._t}").fetchone()[0])
+        return self._stored_count + self._delta
+
+    # ---- many keys ----
+
+    def _stored_of(self, keys: list[str]) -> Iterator[tuple[str, bytes]]:
+        """(key, pickle) of those of ``keys`` that are stored and not removed, by chunks."""
+        if self._cleared:
+            return
+        keys = [k for k in keys if isinstance(k, str) and k not in self._deleted]
+        db = self._store._db()
+        for i in range(0, len(keys), _CHUNK):
+            chunk = keys[i : i + _CHUNK]
+            sql = f"SELECT key, value FROM {self._t} WHERE key IN ({','.join('?' * len(chunk))})"
+            yield from db.execute(sql, chunk)
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, V]:
+        """The values of those of ``keys`` present (absent ones left out), in the order asked,
+        each held like a value read by ``m[key]``; read by chunks of keys, not key by key."""
+        self._store._db()
+        wanted = list(dict.fromkeys(keys))
+        for key, blob in self._stored_of([k for k in wanted if k not in self._loaded]):
+            self._keep(key, blob)
+        return {k: self._loaded[k][0] for k in wanted if k in self._loaded}
+
+    def update(self, other: Any = (), /, **kwds: V) -> None:
+        """As ``dict.update`` (a mapping or pairs, then keywords), looking up which keys are
+        stored by chunks of keys."""
+        self._store._db()
+        pairs = list(other.items() if isinstance(other, Mapping) else other) + list(kwds.items())
+        unknown = [k for k, _ in pairs if k not in self._loaded]
+        stored = {k for k, _ in self._stored_of(unknown)} if unknown else set()
+        for key, value in pairs:
+            if key in self._loaded or key in stored:
+                self._loaded[key] = (value, None)
+            else:
+                self._add(key, value)
+
+    def clear(self) -> None:
+        self._store._db()
+        self._discard()
+        self._cleared = True
+        self._version += 1
+
+    def replace_all(self, mapping: Mapping[str, V]) -> None:
+        """Make the map hold ``mapping``'s pairs alone, in its order (written at commit)."""
+        self.clear()
+        for key, value in mapping.items():
+            self._add(key, value)
+
+    def popitem(self) -> tuple[str, V]:
+        """Remove and return the last pair, as ``dict.popitem`` does."""
+        self._store._db()
+        key = next(reversed(self._new)) if self._new else self._last_stored()
+        value = self[key]
+        del self[key]
+        return key, value
+
+    def _last_stored(self) -> str:
+        if not self._cleared:
+            rows = self._store._db().execute(f"SELECT key FROM {self._t} ORDER BY rowid DESC")
+            for (key,) in rows:  # stepped lazily: stops at the first key not removed
+                if key not in self._deleted:
+                    return str(key)
+        raise KeyError(f"popitem(): map {self.name!r} is empty")
+
+    # ---- whole passes ----
+
+    def _walk(self, values: bool) -> Iterator[tuple[str, bytes | None]]:
+        """Every present key in order, with its stored pickle when ``values`` and the value is
+        not held (a held value wins: it may be newer). Reads by batches of rows; raises
+        RuntimeError, as a dict's iterator does, once the key set changes between steps."""
+        version = self._version
+        column = "value" if values else "NULL"
+        last = 0
+        while not self._cleared:
+            sql = (
+                f"SELECT rowid, key, {column} FROM {self._t} WHERE rowid > ? "
+                f"ORDER BY rowid LIMIT {_BATCH}"
+            )
+            rows = self._store._db().execute(sql, (last,)).fetchall()
+            commits = self._commits
+            for rowid, key, blob in rows:
+                if self._commits != commits:
+                    break  # a commit may have rewritten the rest of this batch: read it again
+                last = rowid
+                if key not in self._deleted:
+                    yield key, (None if key in self._loaded else blob)
+                    self._unchanged(version)
+            else:
+                if len(rows) < _BATCH:
+                    break
+        for key in self._new:
+            yield key, None
+            self._unchanged(version)
+
+    def _unchanged(self, version: int) -> None:  # a dict's iterator checks the same
+        if self._version != version:
+            raise RuntimeError(f"map {self.name!r} changed its keys during iteration")
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key, _ in self._walk(values=False))
+
+    def _pairs(self) -> Iterator[tuple[str, V]]:
+        """Every pair in order, each value held as ``m[key]`` holds it (unless not
+        ``passes_hold``)."""
+        if not self.passes_hold:
+            yield from self.scan()
+            return
+        for key, blob in self._walk(values=True):
+            yield key, (self._loaded[key][0] if blob is None else self._keep(key, blob))
+
+    def scan(self) -> Iterator[tuple[str, V]]:
+        """Every pair in order, uncommitted changes included, holding none of the values it
+        unpickles: for read-only passes over the whole map. A value changed in place through
+        ``scan`` is not seen by commit; read it with ``m[key]`` to change it."""
+        for key, blob in self._walk(values=True):
+            yield key, (self._loaded[key][0] if blob is None else pickle.loads(blob))
+
+    def items(self) -> ItemsView[str, V]:
+        return _Items(self)
+
+    def values(self) -> ValuesView[V]:
+        return _Values(self)
+
+    def to_dict(self) -> dict[str, V]:
+        """A plain dict of every pair, in order (values held since the last commit are the
+        same objects; the others are fresh copies)."""
+        return dict(self.scan())
+
+    # ---- commit ----
+
+    def _pickle(self, key: str, value: V) -> bytes:
+        try:
+            return pickle.dumps(value, _PROTOCOL)
+        except Exception as e:
+            raise UnpicklableValueError(self.name, key, e) from e
+
+    def _updates(self) -> Iterator[tuple[str, bytes]]:
+        """Stored keys whose value was written, or changed in place since it was read."""
+        for key, (value, digest) in self._loaded.items():
+            if key not in self._new:
+                blob = self._pickle(key, value)
+                if digest is None or _digest(blob) != digest:
+                    yield key, blob
+
+    def _flush(self, db: sqlite3.Connection) -> tuple[int, int]:
+        """Write the pending changes inside the store's transaction: (rows written, deleted)."""
+        deleted = 0
+        if self._cleared:
+            deleted = db.execute(f"DELETE FROM {self._t}").rowcount
+        elif self._deleted:
+            sql = f"DELETE FROM {self._t} WHERE key = ?"
+            deleted = db.executemany(sql, ((k,) for k in self._deleted)).rowcount
+        upsert = (
+            f"INSERT INTO {self._t} (key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+        )
+        written = db.executemany(upsert, self._updates()).rowcount
+        inserts = ((k, self._pickle(k, self._loaded[k][0])) for k in self._new)
+        sql = f"INSERT INTO {self._t} (key, value) VALUES (?, ?)"
+        written += db.executemany(sql, inserts).rowcount
+        return written, deleted
+
+    def _committed(self) -> None:
+        if self._cleared:
+            self._stored_count = self._delta
+        elif self._stored_count is not None:
+            self._stored_count += self._delta
+        self._commits += 1
+        self._discard()
+
+    def _discard(self) -> None:
+        if self._cleared or self._new or self._deleted:
+            self._version += 1
+        self._loaded.clear()
+        self._new.clear()
+        self._deleted.clear()
+        self._cleared = False
+        self._delta = 0
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(
+            f"DiskMap {self.name!r} cannot be pickled: its rows live in {self._store.path}; "
+            "commit the store and keep its path, or pickle to_dict() for a plain copy"
+        )
+
+
+class _Items(ItemsView[str, V]):
+    """``items()`` reading the map by batches of rows rather than a query per key."""
+
+    _mapping: DiskMap[V]
+
+    def __iter__(self) -> Iterator[tuple[str, V]]:
+        return self._mapping._pairs()
+
+
+class _Values(ValuesView[V]):
+    """``values()`` reading the map by batches of rows rather than a query per key."""
+
+    _mapping: DiskMap[V]
+
+    def __iter__(self) -> Iterator[V]:
+        return (value for _, value in self._mapping._pairs())

@@ -1,0 +1,446 @@
+"""The state store's maps behave as dicts (order, length, in-place changes, deletion and
+re-insertion) across commits, discards and reopening; a commit is whole or absent; what a map
+holds in memory is what was touched since the last commit; a map refuses to be pickled or used
+from a forked child."""
+
+from __future__ import annotations
+
+import copy
+import os
+import pickle
+import random
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from core import state_store
+from core.state_pickle import to_disk
+from core.state_store import (
+    CommitError,
+    DiskMap,
+    ForkedStoreError,
+    StateStore,
+    StateStoreError,
+    UnpicklableValueError,
+)
+
+KEYS = [f"e:{i:02x}" for i in range(24)]
+Rows = dict[str, set[int]]
+Op = Callable[[DiskMap[set[int]], Rows, random.Random], None]
+
+
+@pytest.fixture
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches and key chunks of a few rows, so a dozen rows cross their boundaries."""
+    monkeypatch.setattr(state_store, "_BATCH", 5)
+    monkeypatch.setattr(state_store, "_CHUNK", 3)
+
+
+def _filled(path: Path, rows: dict[str, object], name: str = "rows") -> StateStore:
+    store = StateStore(path)
+    store.map(name).update(rows)
+    store.commit()
+    return store
+
+
+# ---- dict parity under random operations ----
+
+
+def _set(m: DiskMap[set[int]], d: Rows, rng: random.Random) -> None:
+    key, value = rng.choice(KEYS), {rng.randrange(100)}
+    m[key], d[key] = set(value), set(value)
+
+
+def _mutate(m: DiskMap[set[int]], d: Rows, rng: random.Random) -> None:
+    if d:
+        key, x = rng.choice(list(d)), rng.randrange(100)
+        held = m[key] if rng.random() < 0.7 else m.get_many([key])[key]
+        held.add(x)
+        d[key].add(x)
+
+
+def _delete(m: DiskMap[set[int]], d: Rows, rng: random.Random) -> None:
+    key = rng.choice(KEYS)
+    if key in d:
+        del m[key], d[key]
+    else:
+        with pytest.raises(KeyError):
+            del m[key]
+
+
+def _reinsert(m: DiskMap[set[int]], d: Rows, rng: random.Random) -> None:
+    if d:
+        key = rng.choice(list(d))
+        value = m.pop(key)
+        assert value == d.pop(key)
+        m[key], d[key] = value, set(value)
+
+
+def _read(m: DiskMap[set[int]], d: Rows, rng: random.Random) -> None:
+    key = rng.choice(KEYS)
+    assert (key in m) == (key in d)
+    assert m.get(key) == d.get(key)
+    assert m.pop(key + "-absent", None) is None
+
+
+def _setdefault(m: DiskMap[set[int]], d: Rows, rng: random.Random) -> None:
+    key = rng.choice(KEYS)
+    assert m.setdefault(key, {-1}) == d.setdefault(key, {-1})
+
+
+def _update(m: DiskMap[set[int]], d: Rows, rng: random.Random) -> None:
+    pairs = {k: {rng.randrange(100)} for k in rng.sample(KEYS, 4)}
+    m.update({k: set(v) for k, v in pairs.items()})
+    d.update({k: set(v) for k, v in pairs.items()})
+
+
+def _popitem(m: DiskMap[set[int]], d: Rows, rng: random.Random) -> None:
+    if d:
+        assert m.popitem() == d.popitem()
+    else:
+        with pytest.raises(KeyError):
+            m.popitem()
+
+
+def _clear(m: DiskMap[set[int]], d: Rows, rng: random.Random) -> None:
+    m.clear()
+    d.clear()
+
+
+OPS: list[tuple[Op, int]] = [
+    (_set, 16),
+    (_mutate, 14),
+    (_delete, 8),
+    (_reinsert, 6),
+    (_read, 6),
+    (_setdefault, 4),
+    (_update, 4),
+    (_popitem, 3),
+    (_clear, 1),
+]
+
+
+@pytest.mark.usefixtures("small_batches")
+@pytest.mark.parametrize("seed", range(6))
+def test_random_operations_keep_a_dicts_contents_order_and_length(
+    tmp_path: Path, seed: int
+) -> None:
+    rng = random.Random(seed)
+    path = tmp_path / "state.db"
+    store = StateStore(path)
+    m: DiskMap[set[int]] = store.map("rows")
+    d: Rows = {}
+    committed: Rows = {}
+    ops, weights = zip(*OPS, strict=True)
+    for step in range(500):
+        roll = rng.random()
+        if roll < 0.06:
+            store.commit()
+            committed = copy.deepcopy(d)
+            assert not m._loaded
+        elif roll < 0.08:
+            store.discard()
+            d = copy.deepcopy(committed)
+        elif roll < 0.10:  # closing drops what was not committed
+            store.close()
+            store = StateStore(path)
+            m, d = store.map("rows"), copy.deepcopy(committed)
+        else:
+            rng.choices(ops, weights)[0](m, d, rng)
+        assert list(m) == list(d), f"step {step}"
+        assert len(m) == len(d), f"step {step}"
+        if step % 25 == 0:
+            assert m.to_dict() == d
+            assert list(m.items()) == list(d.items())
+            assert list(m.scan()) == list(d.items())
+    store.commit()
+    store.close()
+    with StateStore(path) as again:
+        reopened = again.map("rows")
+        assert list(reopened.items()) == list(d.items())
+        assert len(reopened) == len(d)
+
+
+# ---- order and in-place changes ----
+
+
+def test_an_update_keeps_a_keys_place_and_a_reinsertion_moves_it_to_the_end(
+    tmp_path: Path,
+) -> None:
+    store = _filled(tmp_path / "s.db", {"a": 1, "b": 2, "c": 3})
+    m = store.map("rows")
+    m["a"] = 10
+    del m["b"]
+    m["b"] = 20
+    m["d"] = 4
+    assert list(m) == ["a", "c", "b", "d"]
+    store.commit()
+    store.close()
+    with StateStore(tmp_path / "s.db") as again:
+        assert list(again.map("rows").items()) == [("a", 10), ("c", 3), ("b", 20), ("d", 4)]
+
+
+def test_a_commit_writes_the_rows_written_or_changed_in_place_and_no_row_only_read(
+    tmp_path: Path,
+) -> None:
+    store = _filled(tmp_path / "s.db", {k: {i} for i, k in enumerate(KEYS)})
+    m = store.map("rows")
+    for key in KEYS[:12]:
+        assert m[key] is not None  # read, not changed
+    m[KEYS[0]].add(100)
+    m[KEYS[1]].discard(1)
+    m[KEYS[20]] = {7}
+    del m[KEYS[21]]
+    stats = store.commit()
+    assert (stats.rows_written, stats.rows_deleted) == (3, 1)
+    assert m[KEYS[0]] == {0, 100} and m[KEYS[1]] == set() and m[KEYS[20]] == {7}
+    assert KEYS[21] not in m
+
+
+def test_after_a_commit_the_map_holds_no_value(tmp_path: Path) -> None:
+    store = _filled(tmp_path / "s.db", {k: {i} for i, k in enumerate(KEYS)})
+    m = store.map("rows")
+    m.get_many(KEYS[:5])
+    m[KEYS[9]].add(1)
+    m["new"] = {0}
+    assert set(m._loaded) == {*KEYS[:5], KEYS[9], "new"}
+    store.commit()
+    assert m._loaded == {}
+    assert "new" in m and not m._loaded  # a membership test unpickles nothing
+    dict(m.items())  # items() holds what it read, as values a caller may change
+    assert len(m._loaded) == len(KEYS) + 1
+    store.commit()
+    assert m._loaded == {}
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_iteration_sees_every_key_once_across_value_updates_and_commits(tmp_path: Path) -> None:
+    rows = {f"k{i:02d}": i for i in range(23)}
+    store = _filled(tmp_path / "s.db", rows)
+    m = store.map("rows")
+    seen = []
+    for i, key in enumerate(m):
+        seen.append(key)
+        m[key] = -i
+        if i % 4 == 0:
+            store.commit()
+    assert seen == list(rows)
+    assert m.to_dict() == {k: -i for i, k in enumerate(rows)}
+
+
+@pytest.mark.usefixtures("small_batches")
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m, k: m.__setitem__(k + "-new", 0),
+        lambda m, k: m.__delitem__(k),
+        lambda m, k: m.clear(),
+    ],
+    ids=["insert", "delete", "clear"],
+)
+def test_changing_the_keys_while_iterating_raises_as_a_dict_does(
+    tmp_path: Path, change: Callable[[DiskMap[int], str], None]
+) -> None:
+    m = _filled(tmp_path / "s.db", {f"k{i:02d}": i for i in range(12)}).map("rows")
+    with pytest.raises(RuntimeError, match="changed its keys during iteration"):
+        for key in m:
+            change(m, key)
+
+
+# ---- whole passes and many keys ----
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_scan_sees_pending_changes_and_holds_no_value(tmp_path: Path) -> None:
+    rows = {f"k{i:02d}": {i} for i in range(17)}
+    store = _filled(tmp_path / "s.db", rows)
+    m = store.map("rows")
+    assert list(m.scan()) == list(rows.items())
+    assert m._loaded == {}
+    m["k03"].add(99)
+    m["k04"] = {-4}
+    del m["k05"]
+    m["k01"] = m.pop("k01")
+    m["fresh"] = {0}
+    held = set(m._loaded)
+    expected = {k: set(v) for k, v in rows.items() if k not in ("k05", "k01")}
+    expected.update({"k03": {3, 99}, "k04": {-4}, "k01": {1}, "fresh": {0}})
+    assert list(m.scan()) == list(expected.items())
+    assert set(m._loaded) == held
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_a_pass_sees_values_committed_while_it_runs(tmp_path: Path) -> None:
+    rows = {f"k{i:02d}": i for i in range(12)}
+    store = _filled(tmp_path / "s.db", rows)
+    m = store.map("rows")
+    seen = {}
+    for key, value in m.scan():
+        seen[key] = value
+        if key == "k00":
+            m["k03"] = -3  # in the batch the pass has already read
+            m["k09"] = -9
+            store.commit()
+    assert seen == rows | {"k03": -3, "k09": -9}
+    assert list(seen) == list(rows)
+
+
+def test_get_many_reads_by_chunks_in_the_order_asked_with_pending_changes(
+    tmp_path: Path,
+) -> None:
+    rows = {f"k{i:04d}": i for i in range(1200)}  # more keys than one IN (...) query takes
+    m = _filled(tmp_path / "s.db", rows).map("rows")
+    del m["k0005"]
+    m["k0006"] = -6
+    m["new"] = 1
+    asked = ["new", "k1199", "k0005", "absent", "k0006", *rows, "k1199"]
+    got = m.get_many(asked)
+    rest = [k for k in rows if k not in {"k0005", "k0006", "k1199"}]
+    assert list(got) == ["new", "k1199", "k0006", *rest]  # each once, absent ones left out
+    assert got["k0006"] == -6 and got["k0000"] == 0 and got["new"] == 1
+
+
+# ---- commit, discard, meta ----
+
+
+def test_discard_drops_every_uncommitted_change(tmp_path: Path) -> None:
+    rows = {k: {i} for i, k in enumerate(KEYS)}
+    store = _filled(tmp_path / "s.db", rows)
+    store.put_meta("cursor", b"committed")
+    store.commit()
+    m = store.map("rows")
+    m[KEYS[0]].add(50)
+    m[KEYS[1]] = {-1}
+    del m[KEYS[2]]
+    m["new"] = {0}
+    store.put_meta("cursor", b"pending")
+    assert store.get_meta("cursor") == b"pending"
+    store.discard()
+    assert m._loaded == {}
+    assert m.to_dict() == rows and list(m) == KEYS and len(m) == len(KEYS)
+    assert store.get_meta("cursor") == b"committed"
+    m.clear()
+    store.discard()
+    assert len(m) == len(KEYS) and m[KEYS[3]] == {3}
+
+
+def test_a_failed_commit_leaves_the_previous_commit_whole(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = StateStore(path)
+    first, second = store.map("first"), store.map("second")
+    first.update({"a": 1, "b": 2})
+    second["x"] = [1]
+    store.put_meta("cursor", b"1")
+    store.commit()
+    first.clear()  # flushed before the failing map: its DELETE must be rolled back too
+    first["c"] = 3
+    second["x"].append(2)
+    second["lock"] = threading.Lock()
+    store.put_meta("cursor", b"2")
+    with pytest.raises(UnpicklableValueError, match="'second', key 'lock'") as failed:
+        store.commit()
+    assert isinstance(failed.value, CommitError)
+    with StateStore(path) as reader:
+        assert reader.map("first").to_dict() == {"a": 1, "b": 2}
+        assert reader.map("second").to_dict() == {"x": [1]}
+        assert reader.get_meta("cursor") == b"1"
+    assert first.to_dict() == {"c": 3}  # still pending: the caller decides
+    del second["lock"]
+    store.commit()
+    store.close()
+    with StateStore(path) as reader:
+        assert reader.map("first").to_dict() == {"c": 3}
+        assert reader.map("second").to_dict() == {"x": [1, 2]}
+        assert reader.get_meta("cursor") == b"2"
+
+
+def test_meta_blobs_round_trip_through_a_commit(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "s.db")
+    assert store.get_meta("small") is None
+    blob = pickle.dumps({"offsets": {0: 12}})
+    store.put_meta("small", blob)
+    store.commit()
+    store.put_meta("other", b"x")
+    store.put_meta("other", b"y")
+    store.commit()
+    store.close()
+    with StateStore(tmp_path / "s.db") as again:
+        assert again.get_meta("small") == blob and again.get_meta("other") == b"y"
+
+
+def test_migrating_a_dict_keeps_its_order_and_replaces_what_was_there(tmp_path: Path) -> None:
+    store = _filled(tmp_path / "s.db", {"old": 0, "b": -1})
+    old = {f"k{i}": {i} for i in (5, 3, 9, 1)} | {"b": {2}}
+    m = to_disk(store, "rows", old)
+    assert m is store.map("rows") and list(m) == list(old) and len(m) == len(old)
+    store.commit()
+    store.close()
+    with StateStore(tmp_path / "s.db") as again:
+        assert again.map("rows").to_dict() == old
+        assert list(again.map("rows")) == list(old)
+
+
+# ---- what a store refuses ----
+
+
+def test_a_map_or_a_store_refuses_to_be_pickled(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "s.db")
+    m = store.map("rows")
+    with pytest.raises(TypeError, match="DiskMap 'rows' cannot be pickled"):
+        pickle.dumps({"view": m})
+    with pytest.raises(TypeError, match="StateStore"):
+        pickle.dumps(store)
+
+
+@pytest.mark.parametrize("name", ["Rows", "1st", "meta", "sqlite_x", 'a"; DROP TABLE', ""])
+def test_a_map_name_outside_the_pattern_is_refused(tmp_path: Path, name: str) -> None:
+    with pytest.raises(StateStoreError, match="cannot name a map"):
+        StateStore(tmp_path / "s.db").map(name)
+
+
+def test_a_closed_store_refuses_reads(tmp_path: Path) -> None:
+    store = _filled(tmp_path / "s.db", {"a": 1})
+    m = store.map("rows")
+    store.close()
+    with pytest.raises(StateStoreError, match="closed"):
+        m["a"]
+
+
+def test_a_store_used_under_another_pid_refuses(tmp_path: Path) -> None:
+    store = _filled(tmp_path / "s.db", {"a": 1})
+    m = store.map("rows")
+    store._pid += 1  # as after fork: the store was opened by another process
+    for use in (lambda: m["a"], lambda: len(m), lambda: list(m), store.commit, store.discard):
+        with pytest.raises(ForkedStoreError, match="open a new StateStore"):
+            use()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_must_open_its_own_store(tmp_path: Path) -> None:
+    store = _filled(tmp_path / "s.db", {"a": 1})
+    m = store.map("rows")
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what each use did, then leave without cleanup
+        try:
+            os.close(read_end)
+            outcomes = []
+            for use in (lambda: m["a"], lambda: "a" in m, store.commit):
+                try:
+                    use()
+                    outcomes.append("used")
+                except ForkedStoreError:
+                    outcomes.append("refused")
+            with StateStore(tmp_path / "s.db") as own:
+                outcomes.append(repr(own.map("rows")["a"]))
+            os.write(write_end, ",".join(outcomes).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as fh:
+        report = fh.read().decode()
+    os.waitpid(pid, 0)
+    assert report == "refused,refused,refused,1"
+    assert m["a"] == 1
