@@ -40,7 +40,7 @@ from agents.community.events import alias_events, lineage_events
 from agents.community.headlines import headlines
 from agents.community.inbox import Absorber, fold, fold_inbox
 from agents.community.result import AliasCounts, LightCommitResult, RunResult
-from agents.community.state import forget_state, load_state, save_state_soon
+from agents.community.state import forget_state, load_state, save_state
 from agents.community.texts import Texts
 from agents.community.vectors import write_report_vectors
 from agents.community.writers import Writers, build_writers
@@ -75,7 +75,8 @@ log = logging.getLogger(__name__)
 
 
 def run(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]) -> RunResult:
-    """Fold ``changes``, run once, write the snapshot and the checkpoint; return events."""
+    """Fold ``changes``, run once, write the snapshot and save the state (the rows the run
+    changed, ``agents.community.state``); return events."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = Settings.model_validate_json(settings_json)
     state = load_state(settings)
@@ -83,7 +84,9 @@ def run(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]) -
         fold_inbox(state)  # sent for a run that had ended: older than ``changes``
         fold(state, changes, offsets)
         result = asyncio.run(Runner(settings, state).run())
-        save_state_soon(settings, state)
+        started = time.monotonic()
+        save_state(settings, state)
+        result.timings["checkpoint"] = round(time.monotonic() - started, 3)
     except BaseException:
         forget_state(settings)
         forget_store(settings)
@@ -95,10 +98,9 @@ def absorb(
     settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]
 ) -> LightCommitResult:
     """Fold ``changes`` and make a light commit of the rows they wrote (no re-clustering, no
-    reports): what makes new articles searchable between runs. The checkpoint is left to the
-    next run (writing it costs what the whole state weighs); after a crash the parent re-feeds
-    from the checkpoint's offsets, folding is idempotent, and rows already committed compare
-    equal and are not written again."""
+    reports): what makes new articles searchable between runs. The state is saved by the
+    next run; after a crash the parent re-feeds from the saved offsets, folding is idempotent,
+    and rows already committed compare equal and are not written again."""
     settings = Settings.model_validate_json(settings_json)
     state = load_state(settings)
     try:

@@ -1,52 +1,125 @@
-"""The community job's state between runs: in the child process's memory, and in a checkpoint.
+"""The community job's state between runs: in the child process's memory, and in its database.
 
-The checkpoint is written atomically after every run (a temporary file, fsync, rename; by a
-forked copy of the process, so light commits go on meanwhile), so a restarted job resumes
-from the last run's offsets with the same hierarchy, ids, report bases and refused items, and
-regenerates nothing that did not change. A checkpoint written by an
-earlier version is brought up to date on load (:func:`upgrade_state`).
+The state lives in one SQLite database (``state.sqlite``, ``core.state_store``): the large
+keyed maps (the graph view's rows and text-unit maps, the reports, their bases, the summaries,
+the token-count cache) are tables whose rows are read when a run asks for them and written
+when they change; the rest of the state (offsets, hierarchy, communities, ids, indexes) is
+pickled beside them, with the maps by reference. A save after every run writes, in one
+transaction, the rows changed since the last save and that blob, so its cost follows the
+change, and a crash leaves the previous save whole. A restarted job resumes from the last
+run's offsets with the same hierarchy, ids, report bases and refused items, and regenerates
+nothing that did not change. A data directory written by an earlier version (a whole-state
+``checkpoint.pickle``) is moved into the database on first load and brought up to date
+(:func:`upgrade_state`).
 """
 
 from __future__ import annotations
 
+import io
 import logging
-import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from core.settings import Settings
+from core.state_pickle import StoreUnpickler, dumps_with_maps, read_meta, to_disk
+from core.state_store import CommitStats, DiskMap, StateStore
 from graph.job.state import JobState, SummaryRecord
 from graph.job.summaries import description_sets
 from graph.moved import moved
 
-CHECKPOINT = "checkpoint.pickle"
+STATE_DB = "state.sqlite"
+CHECKPOINT = "checkpoint.pickle"  # an earlier version's whole state, moved into the database
+STATE_BLOB = "state"  # the pickled rest of the state, maps by reference
+OFFSETS_BLOB = "offsets"  # the consumed offsets alone, for readers that load nothing else
+# the maps kept as tables: (table, the object holding it: "view" or "state", its attribute)
+DISK_MAPS: tuple[tuple[str, str, str], ...] = (
+    *(
+        (f"view_{name}", "view", name)
+        for name in (
+            "entities",
+            "relationships",
+            "claims",
+            "text_units",
+            "documents",
+            "entity_units",
+            "relationship_units",
+            "unit_entities",
+            "unit_relationships",
+            "document_units",
+            "claim_units",
+            "unit_claims",
+            "unit_tokens",
+        )
+    ),
+    *((f"state_{name}", "state", name) for name in ("reports", "bases", "summaries")),
+)
+# The whole passes made over these maps (graph.job and agents.community: degrees, newest
+# time, description sets, evidence facts, alias neighbours, headlines' titles) only read, so
+# ``items()``/``values()`` hold nothing and a run's commit writes only what it changed by key.
 log = logging.getLogger(__name__)
-_STATE: dict[str, JobState] = {}  # namespace -> the state this process holds
-_SAVING: dict[str, int] = {}  # namespace -> pid of the checkpoint save in flight
+# by the job's directory (namespace and data directory): the state this process holds, and
+# its open database
+_STATE: dict[Path, JobState] = {}
+_STORES: dict[Path, StateStore] = {}
 
 
 def job_dir(settings: Settings) -> Path:
     return settings.data_dir / settings.namespace / "community-job"
 
 
+def _store(settings: Settings) -> StateStore:
+    directory = job_dir(settings)
+    store = _STORES.get(directory)
+    if store is None:
+        directory.mkdir(parents=True, exist_ok=True)
+        store = _STORES[directory] = StateStore(directory / STATE_DB)
+        for table, _, _ in DISK_MAPS:  # every whole pass over them reads (see the note above)
+            store.map(table).passes_hold = False
+    return store
+
+
 def load_state(settings: Settings) -> JobState:
-    """This process's state, else the checkpoint on disk, else an empty state."""
-    if settings.namespace in _STATE:
-        return _STATE[settings.namespace]
-    wait_saved(settings)
-    path = job_dir(settings) / CHECKPOINT
+    """This process's state, else the database's, else an earlier version's checkpoint moved
+    in, else an empty state."""
+    if job_dir(settings) in _STATE:
+        return _STATE[job_dir(settings)]
+    store = _store(settings)
+    blob = store.get_meta(STATE_BLOB)
+    if blob is not None:
+        state: JobState = _StateUnpickler(io.BytesIO(blob), store).load()
+    else:
+        state = _moved_in(settings, store)
+    _STATE[job_dir(settings)] = state
+    return state
+
+
+def _moved_in(settings: Settings, store: StateStore) -> JobState:
+    """An earlier version's checkpoint (upgraded) or an empty state, its maps made tables and
+    saved; the old file is removed once the database holds it."""
+    old = job_dir(settings) / CHECKPOINT
     state = JobState()
-    if path.exists():
-        with open(path, "rb") as fh:
+    if old.exists():
+        with open(old, "rb") as fh:
             state = upgrade_state(_Unpickler(fh).load())  # our file, written by save_state
-    _STATE[settings.namespace] = state
+        log.info("community job: moving %s into %s", old, STATE_DB)
+    save_state(settings, state)
+    old.unlink(missing_ok=True)
     return state
 
 
 class _Unpickler(pickle.Unpickler):
     """Reads checkpoints written before a class they hold moved to another module."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        return super().find_class(moved(module, name), name)
+
+
+class _StateUnpickler(StoreUnpickler):
+    """The database's state blob, its maps the store's; classes that moved are found."""
 
     def find_class(self, module: str, name: str) -> Any:
         return super().find_class(moved(module, name), name)
@@ -109,51 +182,43 @@ def upgrade_state(state: JobState) -> JobState:
 
 
 def forget_state(settings: Settings) -> None:
-    """Drop this process's copy (half-applied after a failed run): the next load reads the
-    checkpoint."""
-    _STATE.pop(settings.namespace, None)
+    """Drop this process's copy (half-applied after a failed run) and every change not saved:
+    the next load reads the last save."""
+    _STATE.pop(job_dir(settings), None)
+    store = _STORES.get(job_dir(settings))
+    if store is not None:
+        store.discard()
 
 
-def save_state_soon(settings: Settings, state: JobState) -> None:
-    """Write the checkpoint without holding up this process: a forked copy of it (the state
-    as it is now, copy-on-write) pickles and writes the file while this one goes on with
-    light commits; a whole state takes seconds to pickle at 8,000 articles. One save at a
-    time, in order: one still running is waited for first, and so is any before the file is
-    read back. Without ``fork`` the save is made in place."""
-    wait_saved(settings)
-    if not hasattr(os, "fork"):
-        save_state(settings, state)
-        return
-    pid = os.fork()
-    if pid == 0:  # the copy: write and leave, running nothing of the parent's on the way out
-        code = 1
-        try:
-            save_state(settings, state)
-            code = 0
-        finally:
-            os._exit(code)
-    _SAVING[settings.namespace] = pid
+def close_state(settings: Settings) -> None:
+    """Forget the state and close its database (a test, or a process done with it)."""
+    _STATE.pop(job_dir(settings), None)
+    store = _STORES.pop(job_dir(settings), None)
+    if store is not None:
+        store.close()
 
 
-def wait_saved(settings: Settings) -> None:
-    """Until the checkpoint save in flight (if any) has finished."""
-    pid = _SAVING.pop(settings.namespace, None)
-    if pid is None:
-        return
-    _, status = os.waitpid(pid, 0)
-    if status != 0:
-        log.warning("community job checkpoint not written (save exited with %s)", status)
+def save_state(settings: Settings, state: JobState) -> CommitStats:
+    """Write the rows changed since the last save and the rest of the state, in one
+    transaction."""
+    store = _store(settings)
+    for table, holder, attribute in DISK_MAPS:  # a state built in memory: its maps move in
+        owner = state.view if holder == "view" else state
+        if not isinstance(getattr(owner, attribute), DiskMap):
+            setattr(owner, attribute, to_disk(store, table, getattr(owner, attribute)))
+    store.put_meta(STATE_BLOB, dumps_with_maps(state))
+    store.put_meta(OFFSETS_BLOB, orjson.dumps({str(p): o for p, o in state.offsets.items()}))
+    return store.commit()
 
 
-def save_state(settings: Settings, state: JobState) -> None:
-    directory = job_dir(settings)
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{CHECKPOINT}.{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        pickle.dump(state, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(directory / CHECKPOINT)
+def read_offsets(settings: Settings) -> dict[int, int] | None:
+    """The offsets of the last save, read without loading the state (another process may
+    hold it); None before the first save."""
+    path = job_dir(settings) / STATE_DB
+    if not path.exists():
+        return None
+    blob = read_meta(path, OFFSETS_BLOB)
+    return None if blob is None else {int(p): o for p, o in orjson.loads(blob).items()}
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,6 @@ last, and checks that every load decodes and its tables agree with each other.
 from __future__ import annotations
 
 import asyncio
-import pickle
 import random
 import threading
 import time
@@ -33,7 +32,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agents.community.state import CHECKPOINT, job_dir
+from agents.community.state import read_offsets
 from core.publish import publish
 from core.settings import Settings
 from core.settings.llm import LLMSettings
@@ -189,15 +188,12 @@ class System:
 
     async def checkpointed(self, timeout: float = 60.0) -> None:
         """Until the job's checkpoint holds every graph change written so far."""
-        path = job_dir(self.settings) / CHECKPOINT
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             written = await topic_size(self.settings, self.settings.topic("graph_changes"))
-            if path.exists():
-                with open(path, "rb") as fh:
-                    state = pickle.load(fh)
-                if sum(state.offsets.values()) == written:
-                    return
+            offsets = read_offsets(self.settings)
+            if offsets is not None and sum(offsets.values()) == written:
+                return
             await asyncio.sleep(0.5)
         raise AssertionError(f"no checkpoint of every change in {timeout:.0f}s")
 

@@ -416,11 +416,11 @@ class TestNewTerm:
     async def test_a_term_knows_a_run_is_owed_for_what_light_commits_folded(
         self, tmp_path: Path
     ) -> None:
-        from agents.community.state import _STATE, lead_start
+        from agents.community.state import _STATE, job_dir, lead_start
 
         world, job = base_world(), Job(settings_for(tmp_path))
         await job.run(world.view)
-        _STATE[job.settings.namespace] = job.state
+        _STATE[job_dir(job.settings)] = job.state
         try:
             as_json = job.settings.model_dump_json()
             assert not lead_start(as_json).run_due  # the run took in everything
@@ -429,7 +429,7 @@ class TestNewTerm:
             start = lead_start(as_json)
             assert start.run_due and start.offsets == {0: 12}
         finally:
-            _STATE.pop(job.settings.namespace, None)
+            _STATE.pop(job_dir(job.settings), None)
 
     def test_a_feed_marked_dirty_runs_after_the_debounce(self) -> None:
         feed = Feed(offsets={0: 12})
