@@ -67,7 +67,7 @@ def _row(values: Sequence[object]) -> str:
     return buf.getvalue()
 
 
-RowCosts = dict[tuple[str, str], tuple[tuple[object, ...], int]]  # (kind, key) -> (cells, cost)
+RowCosts = dict[str, tuple[tuple[object, ...], int]]  # "<kind>:<key>" -> (cells, cost)
 
 
 class Rows:
@@ -112,11 +112,12 @@ class Rows:
         self, kind: str, key: str, text: Callable[[], str], cells: tuple[object, ...] = ()
     ) -> int:
         """Tokens of one row plus one for its line break (an upper bound in practice)."""
-        cached = self._costs.get((kind, key))
+        slot = f"{kind}:{key}"
+        cached = self._costs.get(slot)
         if cached is not None and cached[0] == cells:
             return cached[1]
         cost = self._count(text()) + 1
-        self._costs[(kind, key)] = (cells, cost)
+        self._costs[slot] = (cells, cost)
         return cost
 
     def entity_cost(self, e: ReportEntity) -> int:
