@@ -18,7 +18,9 @@ Figures, for each store (each timed one a median of ``--repeat`` repeats, 5, wit
 - ``pass_s`` and ``pass_rss_growth_mib``: a whole pass unpickling every value (SQLite:
   ``DiskMap.scan`` in insertion order; RocksDB: ``items()``, in key order, since RocksDB keeps
   no insertion order), and how far the process's peak RSS rose above its RSS before the pass
-  (the peak is reset first through ``/proc/self/clear_refs``, so Linux only).
+  (the peak is reset first through ``/proc/self/clear_refs``, so Linux only). The passes come
+  right after the load, before anything is read; memory the load freed is reused first, so a
+  pass that held its values would still show (at 50,000 rows ``items()`` adds ~140 MiB).
 
 Neither store syncs to disk at a commit (SQLite's write-ahead log with ``synchronous=NORMAL``,
 RocksDB's default write options); both keep their log. Targets (full run): an SQLite read by key
@@ -244,12 +246,12 @@ def engine_figures(engine: str, root: Path, n: int, repeat: int) -> dict[str, An
         print(f"[{engine}] load {load_s[-1]:.2f} s", flush=True)
     size_mib = _folder_mib(folder)
     store: Engine = OPEN[engine](folder)
+    passes = [one_pass(store, n) for _ in range(repeat)]  # first: nothing read yet
     read_us = [reads(store, n, seed) for seed in range(repeat)]
     commit_s = []
     for r in range(repeat):
         keys = [key_of(i) for i in random.Random(1000 + r).sample(range(n), CHANGED)]
         commit_s.append(store.commit_changed(keys, f"chunk-changed-{r}"))
-    passes = [one_pass(store, n) for _ in range(repeat)]
     store.close()
     shutil.rmtree(folder)
     out = {
