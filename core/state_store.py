@@ -15,6 +15,11 @@ against a dict can keep using:
   Then ``_loaded`` is emptied: what stays in memory is what was touched since the last commit.
   Values are pickled one by one, so two values sharing an object no longer share it once read
   back from the file.
+- **Frozen values.** A map whose values cannot change in place (``values_frozen``: strings,
+  numbers, tuples, frozensets and frozen dataclasses, checked as each value is written) skips
+  that digest: a read value is only unpickled, and a commit pickles the values written, not
+  the values read. Reading then costs one unpickle instead of an unpickle and two pickles,
+  which is most of what a run over a large graph spends in the store.
 - **Whole passes.** ``items()`` and ``values()`` behave as a dict's (each value read is held,
   since the caller may mutate it); ``scan()`` walks every pair in order without holding any, for
   read-only passes. Both read in batches and see uncommitted changes.
@@ -34,18 +39,35 @@ nor a map pickles: a whole-state pickle that reached one would silently miss its
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 import re
 import sqlite3
 import time
 from collections.abc import ItemsView, Iterable, Iterator, Mapping, MutableMapping, ValuesView
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from core.errors import KgragError
+from core.state_parts import (
+    READ_DIGEST,
+    CommitError,
+    CommitStats,
+    ForkedStoreError,
+    StateStoreError,
+    UnpicklableValueError,
+    digest_of,
+    is_frozen,
+)
+
+__all__ = [
+    "CommitError",
+    "CommitStats",
+    "DiskMap",
+    "ForkedStoreError",
+    "StateStore",
+    "StateStoreError",
+    "UnpicklableValueError",
+]
 
 V = TypeVar("V")
 
@@ -54,49 +76,6 @@ _PROTOCOL = pickle.HIGHEST_PROTOCOL
 _BATCH = 1000  # rows per query of a whole pass
 _CHUNK = 500  # keys per ``IN (...)`` query (SQLite allows 32,766 parameters; old builds 999)
 _JOURNAL_LIMIT = 64 * 1024 * 1024  # bytes the write-ahead log keeps after a checkpoint
-
-
-class StateStoreError(KgragError):
-    """The state store cannot do what was asked; the message says why."""
-
-
-class ForkedStoreError(StateStoreError):
-    """A store was used in a process other than the one that opened it."""
-
-    def __init__(self, path: Path, owner: int) -> None:
-        super().__init__(
-            f"{path} was opened by process {owner}, not this one ({os.getpid()}): an SQLite "
-            "connection must not be used after fork; open a new StateStore(path) here"
-        )
-        self.path = path
-        self.owner = owner
-
-
-class CommitError(StateStoreError):
-    """A commit failed and was rolled back: the store still holds the previous commit, and the
-    uncommitted changes are still pending (``discard`` drops them)."""
-
-
-class UnpicklableValueError(CommitError):
-    """A value could not be pickled at commit; ``map_name`` and ``key`` say which."""
-
-    def __init__(self, map_name: str, key: str, reason: BaseException) -> None:
-        super().__init__(f"map {map_name!r}, key {key!r}: cannot pickle its value ({reason})")
-        self.map_name = map_name
-        self.key = key
-
-
-@dataclass(frozen=True, slots=True)
-class CommitStats:
-    """What one commit wrote."""
-
-    rows_written: int  # rows inserted or updated, over every map
-    rows_deleted: int
-    seconds: float
-
-
-def _digest(blob: bytes) -> bytes:
-    return hashlib.blake2b(blob, digest_size=16).digest()
 
 
 class StateStore:
@@ -223,6 +202,8 @@ class DiskMap(MutableMapping[str, V]):
         # map whose whole passes are known to be read-only; a pass then costs no memory and
         # adds nothing to the next commit)
         self.passes_hold = True
+        # True: values never change in place (see the module docstring); set before use
+        self.values_frozen = False
 
     # ---- single keys ----
 
@@ -237,13 +218,22 @@ class DiskMap(MutableMapping[str, V]):
         """``blob`` unpickled and held with the digest of its pickle, so a later in-place
         change is seen at commit."""
         value: V = pickle.loads(blob)
-        self._loaded[key] = (value, _digest(pickle.dumps(value, _PROTOCOL)))
+        digest = READ_DIGEST if self.values_frozen else digest_of(pickle.dumps(value, _PROTOCOL))
+        self._loaded[key] = (value, digest)
         return value
+
+    def _check_frozen(self, key: str, value: V) -> None:
+        if self.values_frozen and not is_frozen(value):
+            raise TypeError(
+                f"map {self.name!r} holds frozen values; key {key!r} was given a "
+                f"{type(value).__name__}, which can change in place"
+            )
 
     def _add(self, key: str, value: V) -> None:
         """``key``, absent now, added at the end."""
         if not isinstance(key, str):
             raise TypeError(f"map {self.name!r} takes str keys, not {type(key).__name__}")
+        self._check_frozen(key, value)
         self._new[key] = None
         self._loaded[key] = (value, None)
         self._delta += 1
@@ -268,6 +258,7 @@ class DiskMap(MutableMapping[str, V]):
 
     def __setitem__(self, key: str, value: V) -> None:
         self._store._db()
+        self._check_frozen(key, value)
         if key in self._loaded or (isinstance(key, str) and self._in_db(key)):
             self._loaded[key] = (value, None)
         else:
@@ -323,6 +314,7 @@ class DiskMap(MutableMapping[str, V]):
         unknown = [k for k, _ in pairs if k not in self._loaded]
         stored = {k for k, _ in self._stored_of(unknown)} if unknown else set()
         for key, value in pairs:
+            self._check_frozen(key, value)
             if key in self._loaded or key in stored:
                 self._loaded[key] = (value, None)
             else:
@@ -431,9 +423,9 @@ class DiskMap(MutableMapping[str, V]):
     def _updates(self) -> Iterator[tuple[str, bytes]]:
         """Stored keys whose value was written, or changed in place since it was read."""
         for key, (value, digest) in self._loaded.items():
-            if key not in self._new:
+            if key not in self._new and digest != READ_DIGEST:
                 blob = self._pickle(key, value)
-                if digest is None or _digest(blob) != digest:
+                if digest is None or digest_of(blob) != digest:
                     yield key, blob
 
     def _flush(self, db: sqlite3.Connection) -> tuple[int, int]:

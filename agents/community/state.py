@@ -57,6 +57,20 @@ DISK_MAPS: tuple[tuple[str, str, str], ...] = (
     ),
     *((f"state_{name}", "state", name) for name in ("reports", "bases", "summaries")),
 )
+# the maps whose values never change in place (frozen dataclasses, tuples): a read holds no
+# digest and a commit pickles only what was written (``DiskMap.values_frozen``)
+FROZEN_MAPS = frozenset(
+    {
+        "view_entities",
+        "view_relationships",
+        "view_claims",
+        "view_text_units",
+        "view_unit_tokens",
+        "state_reports",
+        "state_bases",
+        "state_summaries",
+    }
+)
 # The whole passes made over these maps (graph.job and agents.community: degrees, newest
 # time, description sets, evidence facts, alias neighbours, headlines' titles) only read, so
 # ``items()``/``values()`` hold nothing and a run's commit writes only what it changed by key.
@@ -79,6 +93,7 @@ def _store(settings: Settings) -> StateStore:
         store = _STORES[directory] = StateStore(directory / STATE_DB)
         for table, _, _ in DISK_MAPS:  # every whole pass over them reads (see the note above)
             store.map(table).passes_hold = False
+            store.map(table).values_frozen = table in FROZEN_MAPS
     return store
 
 

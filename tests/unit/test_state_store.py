@@ -11,6 +11,7 @@ import pickle
 import random
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -197,6 +198,61 @@ def test_a_commit_writes_the_rows_written_or_changed_in_place_and_no_row_only_re
     assert (stats.rows_written, stats.rows_deleted) == (3, 1)
     assert m[KEYS[0]] == {0, 100} and m[KEYS[1]] == set() and m[KEYS[20]] == {7}
     assert KEYS[21] not in m
+
+
+@dataclass(frozen=True)
+class _Row:
+    name: str
+    count: int
+
+
+@dataclass
+class _Loose:
+    name: str
+
+
+def test_a_frozen_map_reads_without_pickling_and_commits_only_what_was_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _filled(tmp_path / "s.db", {k: _Row(k, i) for i, k in enumerate(KEYS)})
+    m = store.map("rows")
+    m.values_frozen = True
+    pickled: list[object] = []
+    dumps = pickle.dumps
+
+    def counting(value: object, *args: object) -> bytes:
+        pickled.append(value)
+        return dumps(value, *args)
+
+    monkeypatch.setattr(state_store.pickle, "dumps", counting)
+    read = [m[k] for k in KEYS[:10]] + list(m.get_many(KEYS[10:14]).values())
+    assert [r.count for r in read] == list(range(14))
+    assert pickled == []  # a read pickles nothing
+    m[KEYS[3]] = _Row("changed", 99)
+    m["new"] = (1, "a")
+    stats = store.commit()
+    assert (stats.rows_written, stats.rows_deleted) == (2, 0)
+    assert pickled == [_Row("changed", 99), (1, "a")]  # the two written, no read one
+    assert m[KEYS[3]] == _Row("changed", 99) and m["new"] == (1, "a") and m[KEYS[4]].count == 4
+
+
+@pytest.mark.parametrize("value", [{1}, {"a": 1}, [1], _Loose("x")])
+def test_a_frozen_map_refuses_a_value_that_can_change_in_place(
+    tmp_path: Path, value: object
+) -> None:
+    store = _filled(tmp_path / "s.db", {"a": _Row("a", 1)})
+    m = store.map("rows")
+    m.values_frozen = True
+    for write in (
+        lambda: m.__setitem__("a", value),
+        lambda: m.__setitem__("b", value),
+        lambda: m.update({"c": value}),
+        lambda: m.replace_all({"d": value}),
+    ):
+        with pytest.raises(TypeError, match=r"map 'rows' holds frozen values; key '[a-d]'"):
+            write()
+    store.discard()
+    assert dict(m.scan()) == {"a": _Row("a", 1)}
 
 
 def test_after_a_commit_the_map_holds_no_value(tmp_path: Path) -> None:

@@ -1,0 +1,67 @@
+"""The state store's errors, the record of a commit, and how a map tells a value that cannot
+change in place (``DiskMap.values_frozen``); apart so ``core.state_store`` keeps to the maps."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.errors import KgragError
+
+
+class StateStoreError(KgragError):
+    """The state store cannot do what was asked; the message says why."""
+
+
+class ForkedStoreError(StateStoreError):
+    """A store was used in a process other than the one that opened it."""
+
+    def __init__(self, path: Path, owner: int) -> None:
+        super().__init__(
+            f"{path} was opened by process {owner}, not this one ({os.getpid()}): an SQLite "
+            "connection must not be used after fork; open a new StateStore(path) here"
+        )
+        self.path = path
+        self.owner = owner
+
+
+class CommitError(StateStoreError):
+    """A commit failed and was rolled back: the store still holds the previous commit, and the
+    uncommitted changes are still pending (``discard`` drops them)."""
+
+
+class UnpicklableValueError(CommitError):
+    """A value could not be pickled at commit; ``map_name`` and ``key`` say which."""
+
+    def __init__(self, map_name: str, key: str, reason: BaseException) -> None:
+        super().__init__(f"map {map_name!r}, key {key!r}: cannot pickle its value ({reason})")
+        self.map_name = map_name
+        self.key = key
+
+
+@dataclass(frozen=True, slots=True)
+class CommitStats:
+    """What one commit wrote."""
+
+    rows_written: int  # rows inserted or updated, over every map
+    rows_deleted: int
+    seconds: float
+
+
+def digest_of(blob: bytes) -> bytes:
+    return hashlib.blake2b(blob, digest_size=16).digest()
+
+
+READ_DIGEST = b""  # the digest of a value read from a frozen map: it cannot have changed
+_IMMUTABLE = (str, bytes, int, float, bool, type(None), tuple, frozenset)
+
+
+def is_frozen(value: object) -> bool:
+    """Whether ``value`` cannot change in place at its top level (its fields are the writer's
+    promise: a frozen dataclass holding a list is not checked inside)."""
+    if isinstance(value, _IMMUTABLE):
+        return True
+    params = getattr(type(value), "__dataclass_params__", None)
+    return params is not None and bool(params.frozen)
