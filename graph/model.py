@@ -11,6 +11,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Literal
 
+from graph.pickling import by_fields
+
 ExtractionMode = Literal["llm", "offline"]
 
 
@@ -31,6 +33,7 @@ class Document:
     metadata: dict[str, object] = field(default_factory=dict, hash=False, compare=False)
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class Chunk:
     """A text unit: a token window of one document."""
@@ -94,6 +97,7 @@ class ChunkExtraction:
     completion_tokens: int = 0
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class Community:
     """One community of one level of the hierarchy (level 0 is the coarsest)."""

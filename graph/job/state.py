@@ -20,6 +20,7 @@ from graph.communities.ids import Labelled
 from graph.communities.leiden import Hierarchy
 from graph.merge.view import GraphView
 from graph.model import Community
+from graph.pickling import by_fields
 from graph.reports.evidence import EvidenceIndex, ReportBasis
 from graph.reports.rows import RowCosts
 from graph.versions.model import SnapshotReport
@@ -81,6 +82,7 @@ class JobState:
         return confirmed(self.resolution, self.alias_verdicts)
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class SummaryRecord:
     """A description summary and what it was written from."""

@@ -38,6 +38,7 @@ from graph.merge.tally import (
     tally_remove,
 )
 from graph.model import content_id
+from graph.pickling import by_fields
 
 MAX_NAMES = 8  # display-name variants kept per entity / endpoint
 MAX_TYPES = 8  # types kept per entity
@@ -45,6 +46,7 @@ MAX_DAYS = 400  # most recent distinct days with their own mention count
 MAX_CLAIMS = 24  # distinct claims kept per subject
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class EntityAggregate:
     key: str
@@ -74,6 +76,7 @@ class EntityAggregate:
         return self.days.last_seen
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class RelationshipAggregate:
     key: str
@@ -109,6 +112,7 @@ class RelationshipAggregate:
         return self.days.last_seen
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class ClaimAggregate:
     key: str  # subject entity key

@@ -35,6 +35,7 @@ from typing import Literal
 from graph.keys import entity_key, relationship_key, split_relationship_key
 from graph.merge.errors import InvalidContributionError
 from graph.model import ChunkExtraction, ClaimMention, RelationshipMention, content_id
+from graph.pickling import by_fields
 
 MAX_TEXT_CHARS = 2000  # per description / claim text: bounds a row whatever the LLM writes
 KEY_SEPARATOR = "|"  # removed from entity keys by normalisation, so a safe joiner
@@ -104,6 +105,7 @@ class RelationshipContribution:
     day: date
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class ClaimFact:
     """A claim as extracted, normalised; identical facts from two chunks count twice."""

@@ -51,6 +51,7 @@ from dataclasses import dataclass, replace
 from datetime import date
 
 from graph.merge.errors import RetractionError
+from graph.pickling import by_fields
 
 
 def rank(value: str) -> int:
@@ -58,6 +59,7 @@ def rank(value: str) -> int:
     return int.from_bytes(hashlib.blake2b(value.encode("utf-8"), digest_size=8).digest(), "big")
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class Tally:
     """Capped multiset of strings; ``items`` sorted by value so equal tallies compare equal."""
@@ -162,6 +164,7 @@ def tally_remove(tally: Tally, value: str) -> Tally:
     return Tally(tuple(sorted(counts.items())), overflow)
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class DayWindow:
     """Mentions per day for the most recent days, older mentions folded into one bucket."""

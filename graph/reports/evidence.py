@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from graph.model import Community
+from graph.pickling import by_fields
 from graph.reports.context import ReportClaim
 
 EvidenceSet = frozenset[str]  # fingerprints, 16 hex characters each
@@ -357,6 +358,7 @@ def unpack_evidence(packed: str) -> EvidenceSet:
     return frozenset(raw[i : i + _FP_BYTES].hex() for i in range(0, len(raw), _FP_BYTES))
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class ReportBasis:
     """What an existing report was written from."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from graph.pickling import by_fields
+
 
 @dataclass(frozen=True, slots=True)
 class SnapshotEntity:
@@ -85,6 +87,7 @@ class SnapshotCommunity:
     unreflected: float = 0.0
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class SnapshotReport:
     id: str  # = the community's stable id
