@@ -353,7 +353,7 @@ class Runner:
         summary_plan: SummaryPlan,
     ) -> RunResult:
         state, tokens = self.state, self.writers.tokens
-        newest = newest_time(state.view)  # once per run: a scan of every text unit
+        newest = newest_time(state.view)
         resolution = aliased.resolution
         return RunResult(
             version=version,

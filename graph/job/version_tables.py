@@ -9,19 +9,19 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from datetime import UTC, date, datetime, time
+from datetime import date
 from typing import Any
 
 import orjson
 
 from graph.aliases.resolution import alias_rows
 from graph.communities.human_ids import HumanIds
+from graph.job.dailies import Dailies, community_daily
 from graph.job.state import JobState
 from graph.job.summaries import summary
 from graph.merge.aggregates import EntityAggregate, RelationshipAggregate
 from graph.merge.view import FreshKeys, GraphView
 from graph.model import Community
-from graph.trends.emerging import emerging_scores
 from graph.versions.model import (
     Snapshot,
     SnapshotClaim,
@@ -44,28 +44,6 @@ def degrees(view: GraphView) -> Counter[str]:
     return deg
 
 
-def community_daily(view: GraphView, members: Iterable[str]) -> dict[date, int]:
-    daily: Counter[date] = Counter()
-    for key in members:
-        ent = view.entities.get(key)
-        if ent is not None:
-            for day, n in ent.days.per_day().items():
-                daily[day] += n
-    return dict(daily)
-
-
-def emerging(dailies: Mapping[str, Mapping[date, int]]) -> dict[str, float]:
-    """Each community's emerging score from its mentions per day (by community id)."""
-    histories = {
-        cid: [(datetime.combine(d, time(12), tzinfo=UTC), n) for d, n in sorted(daily.items())]
-        for cid, daily in dailies.items()
-    }
-    histories = {k: v for k, v in histories.items() if v}
-    if not histories:
-        return {}
-    return {k: s.score for k, s in emerging_scores(histories).items()}
-
-
 def _iso(d: date | None) -> str:
     return d.isoformat() if d else ""
 
@@ -75,8 +53,7 @@ def _daily(d: Mapping[date, int]) -> tuple[tuple[str, int], ...]:
 
 
 def newest_time(view: GraphView) -> str:
-    times = [c.published_at for c in view.text_units.values()]
-    return max(times) if times else ""
+    return view.newest_time()
 
 
 def assemble(
@@ -104,14 +81,18 @@ def community_tables(
     communities: tuple[Community, ...],
     *,
     derived: bool = True,
+    touched: set[str] | None = None,
 ) -> tuple[tuple[SnapshotCommunity, ...], tuple[SnapshotReport, ...]]:
     """The communities and community_reports tables of a run. ``derived=False`` leaves out
     the columns the graph tables derive on reading (a community's relationship and text-unit
-    ids), which a commit does not store."""
+    ids), which a commit does not store. ``touched``: the entities changes touched since the
+    last call (None: not known), whose communities' mentions per day are summed again
+    (``graph.job.dailies``)."""
     ids = state.human_ids
     period = newest_time(view)[:10]
-    dailies = {c.id: community_daily(view, c.entity_keys) for c in communities}
-    scores = emerging(dailies)
+    if getattr(state, "dailies", None) is None:  # a state saved before it kept them
+        state.dailies = Dailies()
+    dailies, scores = state.dailies.update(view, communities, touched)
     by_id = {c.id: c for c in communities}
     rels_by_entity = _relationships_by_entity(view) if derived else None
     snap_communities = tuple(

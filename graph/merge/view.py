@@ -105,6 +105,9 @@ class GraphView:
     # ``ingest_tokens`` kept up to date as records fold (None: not known, summed when asked),
     # so a commit does not add up every document's units again
     ingest_total: tuple[int, int] | None = field(default=(0, 0), compare=False, repr=False)
+    # the newest ``published_at`` of the text units, kept as units fold (None: not known,
+    # found by a pass over the units when asked), so a run does not scan every unit for it
+    newest_unit_time: str | None = field(default=None, compare=False, repr=False)
 
     def take_removed(self) -> RemovedKeys | None:
         """The rows deleted since the last call (None: not known), and start afresh."""
@@ -129,6 +132,7 @@ class GraphView:
         for unit in self.text_units.values():
             self.document_units.setdefault(unit.document_id, set()).add(unit.id)
         self.ingest_total = None  # summed again from the rebuilt maps when asked
+        self.newest_unit_time = None
         self.fresh = FreshKeys()
 
     def take_touched(self) -> Touched | None:
@@ -194,7 +198,13 @@ class GraphView:
         """A change's text unit stored, with the tokens its extraction spent."""
         fresh, removed = self.fresh, getattr(self, "removed", None)
         before = self._share(change.chunk_id, change.document_id)
+        replaced = self.text_units.get(change.chunk_id)
         self.text_units[change.chunk_id] = unit
+        newest = getattr(self, "newest_unit_time", None)
+        if newest is not None and unit.published_at > newest:
+            self.newest_unit_time = unit.published_at
+        elif replaced is not None and replaced.published_at == newest != unit.published_at:
+            self.newest_unit_time = None  # the newest unit came back with an older time
         self._spent(change.chunk_id, change.llm_tokens)
         self.document_units.setdefault(change.document_id, set()).add(change.chunk_id)
         self._count(self._share(change.chunk_id, change.document_id), before)
@@ -210,6 +220,8 @@ class GraphView:
         doc = held.document_id if held is not None else change.document_id
         before = self._share(change.chunk_id, doc)
         gone = self.text_units.pop(change.chunk_id, None)
+        if gone is not None and gone.published_at == getattr(self, "newest_unit_time", None):
+            self.newest_unit_time = None  # the newest may have gone: found again when asked
         self.unit_tokens.pop(change.chunk_id, None)
         if removed is not None and gone is not None:
             removed.text_units.add(change.chunk_id)
@@ -324,6 +336,14 @@ class GraphView:
             spent = [self.document_tokens(d) for d in self.documents]
             total = self.ingest_total = (sum(p for p, _ in spent), sum(c for _, c in spent))
         return total
+
+    def newest_time(self) -> str:
+        """The newest ``published_at`` of the text units ("" when there is none)."""
+        newest = getattr(self, "newest_unit_time", None)
+        if newest is None:
+            newest = max((u.published_at for u in self.text_units.values()), default="")
+            self.newest_unit_time = newest
+        return newest
 
     def _share(self, unit_id: str, doc_id: str) -> tuple[int, int]:
         """What the unit adds to ``ingest_tokens``: its tokens while its document is here."""
