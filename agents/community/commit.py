@@ -228,7 +228,7 @@ def commit_run(
     started = time.monotonic()
     rows: dict[str, tuple[Any, ...]] = dict(row_tables(view, state, fresh))
     rows["communities"], rows["community_reports"] = community_tables(
-        view, state, communities, derived=False
+        view, state, communities, derived=False, touched=touched.entities
     )
     rows["aliases"] = alias_rows(view, state.names_resolved())
     timings["snapshot_assemble"] = round(time.monotonic() - started, 3)

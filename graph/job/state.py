@@ -18,6 +18,7 @@ from graph.communities.cluster_input import ClusterInput
 from graph.communities.human_ids import HumanIds
 from graph.communities.ids import Labelled
 from graph.communities.leiden import Hierarchy
+from graph.job.dailies import Dailies
 from graph.merge.view import GraphView
 from graph.model import Community
 from graph.pickling import by_fields
@@ -75,6 +76,8 @@ class JobState:
     # the storylines headlined so far (community id -> its documents in the window then), so
     # a storyline is headlined again only when it grows further (graph.trends.storylines)
     headlined: dict[str, int] = field(default_factory=dict)
+    # each community's mentions per day and emerging score, in memory only (pickled empty)
+    dailies: Dailies = field(default_factory=Dailies, compare=False, repr=False)
 
     def names_resolved(self) -> Resolution | None:
         """The resolution in force: the last run's, less the decisions a model rejected and
