@@ -91,8 +91,7 @@ class Dailies:
             redone = set(sums)
         fresh = emerging({cid: sums[cid][1] for cid in redone}, as_of)
         self.scores = {
-            cid: fresh.get(cid, 0.0) if cid in redone else self.scores.get(cid, 0.0)
-            for cid in sums
+            cid: fresh.get(cid, 0.0) if cid in redone else self.scores.get(cid, 0.0) for cid in sums
         }
         self.as_of = as_of
         return {cid: daily for cid, (_, daily) in sums.items()}, self.scores
