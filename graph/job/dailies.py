@@ -6,7 +6,10 @@ at every commit read every member entity of the graph: at 20,000 articles most o
 commit. ``Dailies`` keeps, per community, the member set it summed over with the sum, and each
 score with the time it was scored at; a commit sums again only the communities whose members
 changed or hold an entity the run's changes touched, and scores again only those, unless the
-newest mention day moved (then every score, since each depends on it).
+newest mention day moved (then every score, since each depends on it). A community its
+children partition (the hierarchy's levels nest) is the sum of theirs, so only the finest
+communities read entities: a touched member of a large community costs its leaf's entities,
+not the large one's.
 
 It lives in the job's memory, not in its saved state (a restarted job sums every community
 once): it pickles as an empty cache.
@@ -53,6 +56,21 @@ def emerging(
     return {k: s.score for k, s in emerging_scores(histories, as_of=at).items()}
 
 
+def _partitioned(c: Community, kids: list[Community]) -> bool:
+    """Whether ``kids`` split ``c``'s members between them, each member in one: then ``c``'s
+    mentions per day are theirs added up, with no entity read."""
+    if sum(len(k.entity_keys) for k in kids) != len(c.entity_keys):
+        return False
+    return frozenset().union(*(k.entity_keys for k in kids)) == c.entity_keys
+
+
+def _added(dailies: Iterable[dict[date, int]]) -> dict[date, int]:
+    total: Counter[date] = Counter()
+    for daily in dailies:
+        total.update(daily)
+    return dict(total)
+
+
 class Dailies:
     """Per community id: the members its mentions per day were summed over and the sum; its
     score and the day it was scored as of."""
@@ -75,15 +93,36 @@ class Dailies:
         those whose members changed or include a ``touched`` entity (None: every one)."""
         if touched is None:
             self.sums.clear()
+        by_id = {c.id: c for c in communities}
         sums: dict[str, tuple[frozenset[str], dict[date, int]]] = {}
         redone: set[str] = set()
         changed = touched or set()
-        for c in communities:
+
+        def summed(c: Community) -> None:
+            kids = [by_id[k] for k in c.children if k in by_id]
+            for kid in kids:
+                if kid.id not in sums:
+                    summed(kid)
+            nested = bool(kids) and _partitioned(c, kids)
             kept = self.sums.get(c.id)
-            if kept is None or kept[0] != c.entity_keys or not c.entity_keys.isdisjoint(changed):
-                kept = (c.entity_keys, community_daily(view, c.entity_keys))
+            if (
+                kept is None
+                or kept[0] != c.entity_keys
+                or (nested and any(k.id in redone for k in kids))
+                or (not nested and not c.entity_keys.isdisjoint(changed))
+            ):
+                daily = (
+                    _added(sums[k.id][1] for k in kids)
+                    if nested
+                    else community_daily(view, c.entity_keys)
+                )
+                kept = (c.entity_keys, daily)
                 redone.add(c.id)
             sums[c.id] = kept
+
+        for c in by_id.values():
+            if c.id not in sums:
+                summed(c)
         self.sums = sums
         days = [max(daily) for _, daily in sums.values() if daily]
         as_of = max(days) if days else None

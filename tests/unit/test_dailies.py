@@ -25,10 +25,24 @@ def _entity(key: str, rng: random.Random, horizon: int = 40) -> EntityAggregate:
 
 
 def _communities(rng: random.Random) -> list[Community]:
+    """Two levels: leaves (level 1) grouping the entities, and parents (level 0) over them,
+    most the union of their leaves, some with a member of their own (not partitioned)."""
     groups: dict[int, set[str]] = {}
     for key in KEYS:
-        groups.setdefault(rng.randrange(6), set()).add(key)
-    return [Community(f"c{g}", 0, None, (), frozenset(m)) for g, m in sorted(groups.items())]
+        groups.setdefault(rng.randrange(8), set()).add(key)
+    leaves = [(f"c1-{g}", frozenset(m)) for g, m in sorted(groups.items())]
+    parents: dict[int, list[tuple[str, frozenset[str]]]] = {}
+    for leaf in leaves:
+        parents.setdefault(rng.randrange(3), []).append(leaf)
+    out = []
+    for p, kids in sorted(parents.items()):
+        members = frozenset().union(*(m for _, m in kids))
+        if rng.random() < 0.3:
+            members |= {rng.choice(KEYS)}
+        pid = f"c0-{p}"
+        out.append(Community(pid, 0, None, tuple(k for k, _ in kids), members))
+        out.extend(Community(k, 1, pid, (), m) for k, m in kids)
+    return out
 
 
 def test_kept_sums_and_scores_equal_a_sum_from_scratch_at_every_run() -> None:
@@ -70,8 +84,15 @@ def test_only_what_changed_is_summed_again_and_a_pickle_is_empty() -> None:
             return super().get(key)
 
     view.entities = Counting(view.entities)
-    first = communities[0]
-    key = sorted(first.entity_keys)[0]
+    leaf = next(c for c in communities if c.level == 1)
+    key = sorted(leaf.entity_keys)[0]
+    parent = next(c for c in communities if c.id == leaf.parent)
     kept.update(view, communities, {key})
-    assert sorted(read) == sorted(first.entity_keys)  # its community alone was summed again
+    unpartitioned = parent.entity_keys - frozenset().union(
+        *(c.entity_keys for c in communities if c.parent == parent.id)
+    )
+    # its leaf alone read its entities; the parent added its leaves up, unless it has a
+    # member of its own (then it read its members)
+    expected = sorted(leaf.entity_keys) + (sorted(parent.entity_keys) if unpartitioned else [])
+    assert sorted(read) == sorted(expected)
     assert pickle.loads(pickle.dumps(kept)).sums == {}
