@@ -2,8 +2,8 @@
 
 The state lives in one SQLite database (``state.sqlite``, ``core.state_store``): the large
 keyed maps (the graph view's rows and text-unit maps, the reports, their bases, the summaries,
-the token-count cache) are tables whose rows are read when a run asks for them and written
-when they change; the rest of the state (offsets, hierarchy, communities, ids, indexes) is
+the token counts of report rows) are tables whose rows are read when a run asks for them and
+written when they change; the rest of the state (offsets, hierarchy, communities, ids, indexes) is
 pickled beside them, with the maps by reference. A save after every run writes, in one
 transaction, the rows changed since the last save and that blob, so its cost follows the
 change, and a crash leaves the previous save whole. A restarted job resumes from the last
@@ -55,7 +55,7 @@ DISK_MAPS: tuple[tuple[str, str, str], ...] = (
             "unit_tokens",
         )
     ),
-    *((f"state_{name}", "state", name) for name in ("reports", "bases", "summaries")),
+    *((f"state_{name}", "state", name) for name in ("reports", "bases", "summaries", "row_costs")),
 )
 # the maps whose values never change in place (frozen dataclasses, tuples): a read holds no
 # digest and a commit pickles only what was written (``DiskMap.values_frozen``)
@@ -69,6 +69,7 @@ FROZEN_MAPS = frozenset(
         "state_reports",
         "state_bases",
         "state_summaries",
+        "state_row_costs",
     }
 )
 # The whole passes made over these maps (graph.job and agents.community: degrees, newest
