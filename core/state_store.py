@@ -19,7 +19,9 @@ against a dict can keep using:
   numbers, tuples, frozensets and frozen dataclasses, checked as each value is written) skips
   that digest: a read value is only unpickled, and a commit pickles the values written, not
   the values read. Reading then costs one unpickle instead of an unpickle and two pickles,
-  which is most of what a run over a large graph spends in the store.
+  which is most of what a run over a large graph spends in the store. The values read are
+  kept apart from the written ones, the ``read_cap`` most recent only, so a run that reads a
+  large part of the graph holds a bounded part of it.
 - **Whole passes.** ``items()`` and ``values()`` behave as a dict's (each value read is held,
   since the caller may mutate it); ``scan()`` walks every pair in order without holding any, for
   read-only passes. Both read in batches and see uncommitted changes.
@@ -31,10 +33,8 @@ last commit).
 
 One thread: a store and its maps belong to the thread that opened the store (``sqlite3``
 enforces it for the connection). One process: an SQLite connection must not be carried across
-``fork``, so a store used in a forked child (a pid other than the one that opened it) raises
-``ForkedStoreError``; a child opens its own ``StateStore(path)`` and leaves with ``os._exit``, as
-the checkpoint writer does, so the inherited connection is never closed there. Neither a store
-nor a map pickles: a whole-state pickle that reached one would silently miss its rows.
+``fork``, so a store used in a forked child raises ``ForkedStoreError`` (a child opens its own).
+Neither a store nor a map pickles: a whole-state pickle that reached one would miss its rows.
 """
 
 from __future__ import annotations
@@ -48,26 +48,12 @@ from collections.abc import ItemsView, Iterable, Iterator, Mapping, MutableMappi
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from core.state_parts import (
-    READ_DIGEST,
-    CommitError,
-    CommitStats,
-    ForkedStoreError,
-    StateStoreError,
-    UnpicklableValueError,
-    digest_of,
-    is_frozen,
-)
-
-__all__ = [
-    "CommitError",
-    "CommitStats",
-    "DiskMap",
-    "ForkedStoreError",
-    "StateStore",
-    "StateStoreError",
-    "UnpicklableValueError",
-]
+from core.state_parts import READ_DIGEST, digest_of, is_frozen
+from core.state_parts import CommitError as CommitError
+from core.state_parts import CommitStats as CommitStats
+from core.state_parts import ForkedStoreError as ForkedStoreError
+from core.state_parts import StateStoreError as StateStoreError
+from core.state_parts import UnpicklableValueError as UnpicklableValueError
 
 V = TypeVar("V")
 
@@ -191,6 +177,9 @@ class DiskMap(MutableMapping[str, V]):
         # every value read or written since the last commit, with the digest of its pickle
         # when read (None: written, stored at commit whatever it holds)
         self._loaded: dict[str, tuple[V, bytes | None]] = {}
+        # of a frozen map: values read (not written) since the last commit, oldest first
+        self._read: dict[str, V] = {}
+        self.read_cap = 20_000
         self._new: dict[str, None] = {}  # keys appended since the last commit, in order
         self._deleted: set[str] = set()  # stored keys removed (some appended again since)
         self._cleared = False  # every stored row removed
@@ -218,9 +207,16 @@ class DiskMap(MutableMapping[str, V]):
         """``blob`` unpickled and held with the digest of its pickle, so a later in-place
         change is seen at commit."""
         value: V = pickle.loads(blob)
-        digest = READ_DIGEST if self.values_frozen else digest_of(pickle.dumps(value, _PROTOCOL))
-        self._loaded[key] = (value, digest)
+        if self.values_frozen:
+            self._read[key] = value
+            if len(self._read) > self.read_cap:
+                del self._read[next(iter(self._read))]  # the oldest read: read again if asked
+            return value
+        self._loaded[key] = (value, digest_of(pickle.dumps(value, _PROTOCOL)))
         return value
+
+    def _held(self, key: str) -> bool:
+        return key in self._loaded or key in self._read
 
     def _check_frozen(self, key: str, value: V) -> None:
         if self.values_frozen and not is_frozen(value):
@@ -243,12 +239,14 @@ class DiskMap(MutableMapping[str, V]):
         self._store._db()
         if not isinstance(key, str):
             return False
-        return key in self._loaded or self._in_db(key)
+        return self._held(key) or self._in_db(key)
 
     def __getitem__(self, key: str) -> V:
         db = self._store._db()
         if key in self._loaded:
             return self._loaded[key][0]
+        if key in self._read:
+            return self._read[key]
         if not isinstance(key, str) or self._cleared or key in self._deleted:
             raise KeyError(key)
         row = db.execute(f"SELECT value FROM {self._t} WHERE key = ?", (key,)).fetchone()
@@ -259,7 +257,8 @@ class DiskMap(MutableMapping[str, V]):
     def __setitem__(self, key: str, value: V) -> None:
         self._store._db()
         self._check_frozen(key, value)
-        if key in self._loaded or (isinstance(key, str) and self._in_db(key)):
+        if self._held(key) or (isinstance(key, str) and self._in_db(key)):
+            self._read.pop(key, None)
             self._loaded[key] = (value, None)
         else:
             self._add(key, value)
@@ -268,11 +267,12 @@ class DiskMap(MutableMapping[str, V]):
         self._store._db()
         if key in self._new:
             del self._new[key]
-        elif key in self._loaded or (isinstance(key, str) and self._in_db(key)):
+        elif self._held(key) or (isinstance(key, str) and self._in_db(key)):
             self._deleted.add(key)
         else:
             raise KeyError(key)
         self._loaded.pop(key, None)
+        self._read.pop(key, None)
         self._delta -= 1
         self._version += 1
 
@@ -302,20 +302,22 @@ class DiskMap(MutableMapping[str, V]):
         each held like a value read by ``m[key]``; read by chunks of keys, not key by key."""
         self._store._db()
         wanted = list(dict.fromkeys(keys))
-        for key, blob in self._stored_of([k for k in wanted if k not in self._loaded]):
-            self._keep(key, blob)
-        return {k: self._loaded[k][0] for k in wanted if k in self._loaded}
+        out = {k: self[k] for k in wanted if self._held(k)}
+        for key, blob in self._stored_of([k for k in wanted if k not in out]):
+            out[key] = self._keep(key, blob)  # kept here too: the cap may drop it meanwhile
+        return {k: out[k] for k in wanted if k in out}
 
     def update(self, other: Any = (), /, **kwds: V) -> None:
         """As ``dict.update`` (a mapping or pairs, then keywords), looking up which keys are
         stored by chunks of keys."""
         self._store._db()
         pairs = list(other.items() if isinstance(other, Mapping) else other) + list(kwds.items())
-        unknown = [k for k, _ in pairs if k not in self._loaded]
+        unknown = [k for k, _ in pairs if not self._held(k)]
         stored = {k for k, _ in self._stored_of(unknown)} if unknown else set()
         for key, value in pairs:
             self._check_frozen(key, value)
-            if key in self._loaded or key in stored:
+            if self._held(key) or key in stored:
+                self._read.pop(key, None)
                 self._loaded[key] = (value, None)
             else:
                 self._add(key, value)
@@ -458,6 +460,7 @@ class DiskMap(MutableMapping[str, V]):
         if self._cleared or self._new or self._deleted:
             self._version += 1
         self._loaded.clear()
+        self._read.clear()
         self._new.clear()
         self._deleted.clear()
         self._cleared = False

@@ -236,6 +236,25 @@ def test_a_frozen_map_reads_without_pickling_and_commits_only_what_was_written(
     assert m[KEYS[3]] == _Row("changed", 99) and m["new"] == (1, "a") and m[KEYS[4]].count == 4
 
 
+def test_a_frozen_map_holds_only_its_most_recent_reads(tmp_path: Path) -> None:
+    rows = {k: _Row(k, i) for i, k in enumerate(KEYS)}
+    store = _filled(tmp_path / "s.db", rows)
+    m = store.map("rows")
+    m.values_frozen, m.read_cap = True, 3
+    assert [m[k] for k in KEYS[:10]] == [rows[k] for k in KEYS[:10]]
+    assert list(m._read) == KEYS[7:10] and m._loaded == {}  # the oldest reads were let go
+    assert m.get_many(KEYS[:12]) == {k: rows[k] for k in KEYS[:12]}  # all, whatever the cap
+    assert len(m._read) == 3 and KEYS[0] in m and m[KEYS[0]] == rows[KEYS[0]]
+    m[KEYS[1]] = _Row("changed", -1)  # a key read, let go, then written
+    m[KEYS[11]] = _Row("changed", -2)  # a key still held as read
+    del m[KEYS[2]]
+    stats = store.commit()
+    assert (stats.rows_written, stats.rows_deleted) == (2, 1)
+    assert m._read == {} and m._loaded == {}
+    assert m[KEYS[1]].count == -1 and m[KEYS[11]].count == -2 and KEYS[2] not in m
+    assert len(m) == len(KEYS) - 1
+
+
 @pytest.mark.parametrize("value", [{1}, {"a": 1}, [1], _Loose("x")])
 def test_a_frozen_map_refuses_a_value_that_can_change_in_place(
     tmp_path: Path, value: object
