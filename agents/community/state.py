@@ -35,7 +35,8 @@ STATE_DB = "state.sqlite"
 CHECKPOINT = "checkpoint.pickle"  # an earlier version's whole state, moved into the database
 STATE_BLOB = "state"  # the pickled rest of the state, maps by reference
 OFFSETS_BLOB = "offsets"  # the consumed offsets alone, for readers that load nothing else
-# the maps kept as tables: (table, the object holding it: "view" or "state", its attribute)
+# the maps kept as tables: (table, the object holding it: "view", "state" or "evidence", its
+# attribute)
 DISK_MAPS: tuple[tuple[str, str, str], ...] = (
     *(
         (f"view_{name}", "view", name)
@@ -56,6 +57,12 @@ DISK_MAPS: tuple[tuple[str, str, str], ...] = (
         )
     ),
     *((f"state_{name}", "state", name) for name in ("reports", "bases", "summaries", "row_costs")),
+    # the evidence index's fingerprints by entity, by relationship, by entity and neighbour,
+    # and its relationship keys by pair (the index itself may not exist yet)
+    ("evidence_entity_facts", "evidence", "entity_facts"),
+    ("evidence_relationships", "evidence", "_relationships"),
+    ("evidence_edge_facts", "evidence", "edge_facts"),
+    ("evidence_by_pair", "evidence", "_by_pair"),
 )
 # the maps whose values never change in place (frozen dataclasses, tuples): a read holds no
 # digest and a commit pickles only what was written (``DiskMap.values_frozen``)
@@ -70,6 +77,8 @@ FROZEN_MAPS = frozenset(
         "state_bases",
         "state_summaries",
         "state_row_costs",
+        "evidence_entity_facts",
+        "evidence_relationships",
     }
 )
 # The whole passes made over these maps (graph.job and agents.community: degrees, newest
@@ -139,7 +148,19 @@ class _MapRef:
 
 
 def _owner(state: JobState, holder: str) -> Any:
+    """The object holding a map of ``DISK_MAPS``; None when it does not exist (yet)."""
+    if holder == "evidence":
+        return getattr(state, "evidence", None)
     return state.view if holder == "view" else state
+
+
+def _held_maps(state: JobState) -> list[tuple[str, Any, str]]:
+    """(table, holder, attribute) of every map of ``DISK_MAPS`` the state has."""
+    return [
+        (table, owner, attribute)
+        for table, holder, attribute in DISK_MAPS
+        if (owner := _owner(state, holder)) is not None
+    ]
 
 
 def _state_blob(state: JobState) -> bytes:
@@ -148,8 +169,7 @@ def _state_blob(state: JobState) -> bytes:
     call for every object of the state (twice as slow at 100,000 articles); a map held
     anywhere else refuses to pickle, loudly."""
     held = []
-    for table, holder, attribute in DISK_MAPS:
-        owner = _owner(state, holder)
+    for table, owner, attribute in _held_maps(state):
         held.append((owner, attribute, getattr(owner, attribute)))
         setattr(owner, attribute, _MapRef(table))
     try:
@@ -161,8 +181,12 @@ def _state_blob(state: JobState) -> bytes:
 
 def _from_blob(blob: bytes, store: StateStore) -> JobState:
     state: JobState = _Unpickler(io.BytesIO(blob)).load()
-    for table, holder, attribute in DISK_MAPS:
-        setattr(_owner(state, holder), attribute, store.map(table))
+    for table, owner, attribute in _held_maps(state):
+        value = getattr(owner, attribute)
+        if isinstance(value, _MapRef):
+            setattr(owner, attribute, store.map(table))
+        else:  # a map an earlier version kept in the blob: it moves in at the next save
+            setattr(owner, attribute, to_disk(store, table, value))
     return state
 
 
@@ -243,8 +267,7 @@ def save_state(settings: Settings, state: JobState) -> CommitStats:
     """Write the rows changed since the last save and the rest of the state, in one
     transaction."""
     store = _store(settings)
-    for table, holder, attribute in DISK_MAPS:  # a state built in memory: its maps move in
-        owner = state.view if holder == "view" else state
+    for table, owner, attribute in _held_maps(state):  # maps built in memory move in
         if not isinstance(getattr(owner, attribute), DiskMap):
             setattr(owner, attribute, to_disk(store, table, getattr(owner, attribute)))
     store.put_meta(STATE_BLOB, _state_blob(state))

@@ -42,7 +42,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from graph.model import Community
 from graph.pickling import by_fields
@@ -119,7 +119,8 @@ class EvidenceIndex:
         self.degree: Counter[str] = Counter()  # relationships at each entity (a loop counts 2)
         # relationship key -> (sorted pair, its facts); several keys may share a pair (A->B, B->A)
         self._relationships: dict[str, tuple[tuple[str, str], frozenset[str]]] = {}
-        self._by_pair: dict[tuple[str, str], set[str]] = {}
+        # pair_key(pair) -> the relationship keys of that pair
+        self._by_pair: dict[str, set[str]] = {}
         # community id -> (members, evidence) when last counted (``evidence_of``); the set is
         # updated in place, so carrying a hub's evidence over costs what moved
         self.memo: dict[str, tuple[frozenset[str], set[str]]] = {}
@@ -168,7 +169,7 @@ class EvidenceIndex:
         owner = "\x00".join(pair)
         prints = frozenset(fingerprint("relationship", owner, d) for d in descriptions)
         self._relationships[key] = (pair, prints)
-        self._by_pair.setdefault(pair, set()).add(key)
+        self._by_pair.setdefault(pair_key(pair), set()).add(key)
         self.degree.update(pair)
         self._set_pair(pair)
 
@@ -181,10 +182,10 @@ class EvidenceIndex:
         for end in pair:
             if self.degree[end] <= 0:
                 del self.degree[end]
-        keys = self._by_pair[pair]
+        keys = self._by_pair[pair_key(pair)]
         keys.discard(key)
         if not keys:
-            del self._by_pair[pair]
+            del self._by_pair[pair_key(pair)]
         self._set_pair(pair)
 
     def _set_pair(self, pair: tuple[str, str]) -> None:
@@ -192,10 +193,11 @@ class EvidenceIndex:
         if self._before is not None and pair not in self._before[1]:
             self._before[1][pair] = self.edge_facts.get(a, {}).get(b, frozenset())
         prints: set[str] = set()
-        for key in self._by_pair.get(pair, ()):
+        keys = self._by_pair.get(pair_key(pair))
+        for key in keys or ():
             prints.update(self._relationships[key][1])
         for one, other in ((a, b), (b, a)):
-            if pair in self._by_pair:
+            if keys is not None:
                 self.edge_facts.setdefault(one, {})[other] = frozenset(prints)
             elif (edges := self.edge_facts.get(one)) is not None:
                 edges.pop(other, None)
@@ -246,6 +248,9 @@ class EvidenceIndex:
         # an index from a checkpoint written before evidence was remembered, or when it was
         # remembered as frozensets (now carried over in place)
         vars(self).update({"memo": {}, **data, "_before": None, "_pairs_index": None})
+        by_pair: Any = self._by_pair  # keyed by (a, b) tuples before
+        if isinstance(by_pair, dict) and any(isinstance(k, tuple) for k in by_pair):
+            self._by_pair = {pair_key(k): v for k, v in by_pair.items()}
         for cid, (members, evidence) in list(self.memo.items()):
             if not isinstance(evidence, set):
                 self.memo[cid] = (members, set(evidence))
@@ -317,8 +322,13 @@ class EvidenceIndex:
         for key in keys:
             for neighbour in self.edge_facts.get(key, {}):
                 if key <= neighbour and neighbour in keys:
-                    out.extend(self._by_pair[(key, neighbour)])
+                    out.extend(self._by_pair[pair_key((key, neighbour))])
         return sorted(out)
+
+
+def pair_key(pair: tuple[str, str]) -> str:
+    """The string key of a sorted pair of entity keys (the tables the job keeps take strings)."""
+    return "\x00".join(pair)
 
 
 def _common(touched: Collection[str], members: Collection[str]) -> list[str]:

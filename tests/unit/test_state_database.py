@@ -7,9 +7,13 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
+import pytest
+
+from agents.community import state as state_module
 from agents.community.state import (
     CHECKPOINT,
     DISK_MAPS,
+    STATE_BLOB,
     STATE_DB,
     close_state,
     forget_state,
@@ -25,12 +29,15 @@ from graph.keys import entity_key
 from tests.unit.test_community_run import Job, World, base_world, settings_for
 
 
+def _owner(state: JobState, holder: str) -> object:
+    return {"view": state.view, "state": state, "evidence": state.evidence}[holder]
+
+
 def _maps(state: JobState) -> dict[str, dict[str, object]]:
-    out = {}
-    for table, holder, attribute in DISK_MAPS:
-        owner = state.view if holder == "view" else state
-        out[table] = dict(getattr(owner, attribute).items())
-    return out
+    return {
+        table: dict(getattr(_owner(state, holder), attribute).items())
+        for table, holder, attribute in DISK_MAPS
+    }
 
 
 async def _ran(settings: Settings) -> tuple[Job, World]:
@@ -60,10 +67,8 @@ async def test_a_saved_state_loads_back_whole(tmp_path: Path) -> None:
         assert _maps(loaded) == saved_maps and saved_maps["view_entities"]
         assert loaded.communities == communities and loaded.human_ids == human_ids
         assert loaded.hierarchy == hierarchy
-        assert all(
-            isinstance(getattr(loaded.view if h == "view" else loaded, a), DiskMap)
-            for _, h, a in DISK_MAPS
-        )
+        assert saved_maps["evidence_entity_facts"] and saved_maps["evidence_by_pair"]
+        assert all(isinstance(getattr(_owner(loaded, h), a), DiskMap) for _, h, a in DISK_MAPS)
     finally:
         close_state(settings)
 
@@ -134,5 +139,42 @@ async def test_a_whole_pass_over_the_graph_holds_nothing(tmp_path: Path) -> None
         assert not entities._loaded and not relationships._loaded  # nothing held
         state.view.entity_units[entity_key("Orion A 0")].add("chunk-late")  # read by key
         assert save_state(settings, state).rows_written == 1
+    finally:
+        close_state(settings)
+
+
+async def test_an_evidence_index_an_earlier_version_kept_in_the_blob_moves_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database written before the evidence index's maps were tables: its blob holds them
+    as dicts (relationship keys by (a, b) tuples); they load whole and move in at the save."""
+    settings = settings_for(tmp_path)
+    try:
+        job, _ = await _ran(settings)
+        ev = job.state.evidence
+        assert ev is not None
+        before = {a: dict(getattr(ev, a).items()) for _, h, a in DISK_MAPS if h == "evidence"}
+        ev.entity_facts = dict(before["entity_facts"])
+        ev.edge_facts = dict(before["edge_facts"])
+        ev._relationships = dict(before["_relationships"])
+        ev._by_pair = {tuple(k.split("\x00")): v for k, v in before["_by_pair"].items()}  # type: ignore[misc]
+        store = state_module._store(settings)
+        earlier = tuple(m for m in DISK_MAPS if m[1] != "evidence")
+        with monkeypatch.context() as m:
+            m.setattr(state_module, "DISK_MAPS", earlier)
+            store.put_meta(STATE_BLOB, state_module._state_blob(job.state))
+        for table, holder, _ in DISK_MAPS:
+            if holder == "evidence":
+                store.map(table).clear()
+        store.commit()
+        close_state(settings)
+        loaded = load_state(settings).evidence
+        assert loaded is not None and isinstance(loaded._by_pair, DiskMap)
+        assert {a: dict(getattr(loaded, a).items()) for a in before} == before
+        save_state(settings, load_state(settings))
+        close_state(settings)
+        again = load_state(settings).evidence
+        assert again is not None
+        assert {a: dict(getattr(again, a).items()) for a in before} == before
     finally:
         close_state(settings)
