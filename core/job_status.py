@@ -95,6 +95,8 @@ class JobStatus:
     failed_items: tuple[FailedItem, ...] = ()  # the first FAILED_ITEMS_SHOWN, oldest first
     light_commits: int = 0  # made by this process
     last_light_commit: LightCommit | None = None
+    # seconds the last save of the job's state took (after its run's version was out)
+    last_save_s: float | None = None
 
     @property
     def restarts(self) -> int:

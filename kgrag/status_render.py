@@ -138,6 +138,8 @@ def _job_table(job: JobStatus | None, now: float) -> Table:
                 else ""
             ),
         )
+    if job.last_save_s is not None:
+        table.add_row("last state save", f"{job.last_save_s:.2f} s (after the last run)")
     light = job.last_light_commit
     if light is not None:
         table.add_row(

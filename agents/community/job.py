@@ -13,8 +13,10 @@
   ``max_wait_s``, whichever comes first, and never while another run is under way.
 - **Run.** The buffered changes go to a long-lived child process (``agents.community.runner``)
   that folds them into its graph view, re-clusters, regenerates what materially changed,
-  writes the snapshot and the checkpoint, and returns the lineage events, which the leader
-  publishes on ``community-events``. The event loop only does I/O, so the consumer keeps
+  writes the snapshot and returns the lineage events, which the leader publishes on
+  ``community-events``; then the child saves the state (``runner.save``) while the leader
+  goes on reading, and the leader's next call into the child waits for that save, so a new
+  version is out without waiting for it. The event loop only does I/O, so the consumer keeps
   heartbeating however long the run takes. A run is also made with no new change when the
   last one said work is due (a refused report's retry, a deferred summary reaching its age).
 - **Light commits.** Between runs, changes are handed to the child at most
@@ -25,8 +27,10 @@
 - **Failure.** A run that raises, or a child that dies (``BrokenProcessPool``), costs that
   run, not the job: the pool is replaced if it broke, the leader waits with a doubling
   backoff, and leads again from the checkpoint's offsets, so the changes of the failed run are
-  read again. What the job is doing is written to a status file (``core.job_status``) that
-  ``kgrag status``, ``/healthz`` and ``/metrics`` read.
+  read again. A save that fails is handled the same way (the child goes back to the last save,
+  as after a crash between a run's commit and its save). What the job is doing is written to
+  a status file (``core.job_status``) that ``kgrag status``, ``/healthz`` and ``/metrics``
+  read.
 """
 
 from __future__ import annotations
@@ -146,6 +150,7 @@ class CommunityJob:
         self._consecutive_failures = 0
         self._next_due_at: float | None = None  # unix time
         self._inbox: Any = None  # the child's inbox for light commits during a run
+        self._saving: asyncio.Future[float] | None = None  # the last run's save, in the child
         self._pool = self._new_pool()
         self._settings_json = settings.child_json()
         self.status = JobStatus(
@@ -266,6 +271,22 @@ class CommunityJob:
         except Exception as e:
             raise RunFailed(f"{type(e).__name__}: {e}") from e
 
+    async def _saved(self) -> None:
+        """Wait for the save the last run left to the child (``runner.save``); a failed save
+        fails the caller as a failed run does (the child has gone back to the last save, so
+        the job leads again from its offsets)."""
+        saving, self._saving = self._saving, None
+        if saving is not None:
+            self._set_status(last_save_s=await saving)
+
+    async def _settle_save(self) -> None:
+        """The pending save done before leadership ends; a failure only logged (the child
+        went back to the last save, which whoever leads next starts from)."""
+        try:
+            await self._saved()
+        except RunFailed as e:
+            log.error("community job: the state was not saved after the last run (%s)", e)
+
     def _clear_inbox(self) -> None:
         """Drop what a failed run left unread: leading again re-reads it from Kafka."""
         with contextlib.suppress(queue.Empty, OSError, ValueError):
@@ -276,6 +297,7 @@ class CommunityJob:
         self, elector: AIOKafkaConsumer, leadership: _Leadership, producer: AIOKafkaProducer
     ) -> None:
         self._clear_inbox()
+        await self._saved()
         start = await self._in_pool(lead_start, self._settings_json)
         topic = self.settings.topics.graph_changes
         feed_consumer = AIOKafkaConsumer(
@@ -312,6 +334,8 @@ class CommunityJob:
                     for m in msgs:
                         self.feed.add(tp.partition, m.offset, m.value)
                 await elector.getmany(timeout_ms=0)
+                if self._saving is not None and self._saving.done():
+                    await self._saved()
                 now = time.monotonic()
                 due = self._next_due_at is not None and time.time() >= self._next_due_at
                 if due or self.feed.due(cfg.debounce_s, cfg.max_wait_s, now):
@@ -322,6 +346,7 @@ class CommunityJob:
                     self._heartbeat()
         finally:
             await feed_consumer.stop()
+            await self._settle_save()
 
     def _carried_over(self) -> dict[str, Any]:
         """What a new leader keeps of the last leader's status: its last run and refused
@@ -353,6 +378,7 @@ class CommunityJob:
 
     async def _absorb(self) -> None:
         """A light commit of the rows the pending changes wrote (see ``runner.absorb``)."""
+        await self._saved()
         changes, offsets = self.feed.take_pending()
         result = await self._in_pool(runner.absorb, self._settings_json, changes, offsets)
         if result.version is not None:
@@ -366,6 +392,7 @@ class CommunityJob:
             self._heartbeat()
 
     async def _run(self, producer: AIOKafkaProducer, feed: AIOKafkaConsumer | None = None) -> None:
+        await self._saved()
         changes, offsets = self.feed.take()
         started = time.monotonic()
         self._set_status(state="running", pending_changes=len(changes))
@@ -383,6 +410,8 @@ class CommunityJob:
         duration = time.monotonic() - started
         self._record_run(result, len(changes), events, duration)
         _log_run(result, len(changes), events, duration)
+        # the state is saved once the version is out: the next call into the child waits
+        self._saving = asyncio.ensure_future(self._in_pool(runner.save, self._settings_json))
 
     async def _publish(self, producer: AIOKafkaProducer, result: RunResult) -> int:
         """The lineage events, keyed by community (each one's events in order), then the run's

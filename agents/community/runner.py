@@ -10,7 +10,8 @@ commits (``commit``), light commits made while a run works (``inbox``), the even
 headline digest (``events``, ``headlines``), report vectors (``vectors``) and what the run
 hands back to the job (``result``). A run that raises leaves no half-applied state behind:
 this process forgets it and the next run starts from the checkpoint, which the parent
-re-feeds from the checkpoint's offsets.
+re-feeds from the checkpoint's offsets. The state is saved by ``save``, which the job calls
+after each run, once the run's version and events are out.
 """
 
 from __future__ import annotations
@@ -75,23 +76,36 @@ log = logging.getLogger(__name__)
 
 
 def run(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]) -> RunResult:
-    """Fold ``changes``, run once, write the snapshot and save the state (the rows the run
-    changed, ``agents.community.state``); return events."""
+    """Fold ``changes``, run once and write the snapshot; return events. The state is saved
+    by ``save``, which the job calls next, once the run's version is out."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = Settings.model_validate_json(settings_json)
     state = load_state(settings)
     try:
         fold_inbox(state)  # sent for a run that had ended: older than ``changes``
         fold(state, changes, offsets)
-        result = asyncio.run(Runner(settings, state).run())
-        started = time.monotonic()
-        save_state(settings, state)
-        result.timings["checkpoint"] = round(time.monotonic() - started, 3)
+        return asyncio.run(Runner(settings, state).run())
     except BaseException:
         forget_state(settings)
         forget_store(settings)
         raise
-    return result
+
+
+def save(settings_json: str) -> float:
+    """Save the state the last run left (the rows it changed, ``agents.community.state``);
+    the seconds it took. Apart from ``run`` so a new version is published without waiting
+    for it: nothing else reaches the state before it (the job's child takes one call at a
+    time, and the job waits for the save before its next call). A save that raises leaves the
+    last save as the state, as a crash after the run's commit would."""
+    settings = Settings.model_validate_json(settings_json)
+    started = time.monotonic()
+    try:
+        save_state(settings, load_state(settings))
+    except BaseException:
+        forget_state(settings)
+        forget_store(settings)
+        raise
+    return round(time.monotonic() - started, 3)
 
 
 def absorb(

@@ -90,6 +90,7 @@ def a_job(heard_s_ago: float) -> JobStatus:
         last_run=last,
         failed_items_total=1,
         failed_items=(refused,),
+        last_save_s=0.42,
     )
 
 
@@ -151,6 +152,8 @@ class TestKafkaUnreachable:
         assert "alive" in result.stdout and "e:opec" in result.stdout
         said = " ".join(result.stdout.split())  # the table wraps long cells
         assert "2 LLM" in said and "9000+700 tokens, $0.0018" in said, said
+        unwrapped = " ".join(result.stdout.replace("│", " ").split())
+        assert "last state save 0.42 s (after the last run)" in unwrapped, unwrapped
 
     @pytest.mark.parametrize(
         ("llm", "shown"),
