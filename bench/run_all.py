@@ -45,6 +45,7 @@ BENCHES = (
     "freshness",
     "chaos",
     "scale",
+    "state_store",
 )
 
 

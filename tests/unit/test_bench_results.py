@@ -108,3 +108,16 @@ def test_a_quick_run_is_written_beside_the_full_one_never_over_it(tmp_path: Path
 def test_the_committed_results_pass_the_check() -> None:
     """The check `make test` runs, on the files in bench/results/."""
     assert check_results.main() == 0
+
+
+def test_make_bench_runs_every_benchmark_that_writes_results() -> None:
+    """Every script under bench/ that records a results file is one of ``make bench``'s."""
+    from bench.run_all import BENCHES
+
+    helpers = {"record", "live"}  # the recorder itself, and a module the live benches share
+    writers = {
+        path.stem
+        for path in (Path(__file__).resolve().parents[2] / "bench").glob("*.py")
+        if "record(" in path.read_text() and path.stem not in helpers
+    }
+    assert writers and writers <= set(BENCHES), sorted(writers - set(BENCHES))
