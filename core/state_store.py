@@ -22,6 +22,10 @@ against a dict can keep using:
   which is most of what a run over a large graph spends in the store. The values read are
   kept apart from the written ones, the ``read_cap`` most recent only, so a run that reads a
   large part of the graph holds a bounded part of it.
+- **Changed keys.** ``take_changes`` of a frozen map gives the keys written or removed since its
+  previous call, so a reader that copies the map somewhere (the job's commit to the graph
+  tables) can copy those alone; ``None`` when not known (the first call, or after a ``clear``
+  or a ``discard``: copy everything).
 - **Whole passes.** ``items()`` and ``values()`` behave as a dict's (each value read is held,
   since the caller may mutate it); ``scan()`` walks every pair in order without holding any, for
   read-only passes. Both read in batches and see uncommitted changes.
@@ -148,6 +152,7 @@ class StateStore:
         self._db()
         for each in self._maps.values():
             each._discard()
+            each._changes = None  # what changed since a take is not known any more
         self._meta.clear()
 
     def close(self) -> None:
@@ -193,6 +198,8 @@ class DiskMap(MutableMapping[str, V]):
         self.passes_hold = True
         # True: values never change in place (see the module docstring); set before use
         self.values_frozen = False
+        # keys written or removed since the last ``take_changes`` (None: not tracked since)
+        self._changes: set[str] | None = None
 
     # ---- single keys ----
 
@@ -218,6 +225,18 @@ class DiskMap(MutableMapping[str, V]):
     def _held(self, key: str) -> bool:
         return key in self._loaded or key in self._read
 
+    def _changed(self, key: str) -> None:
+        if self._changes is not None:
+            self._changes.add(key)
+
+    def take_changes(self) -> set[str] | None:
+        """The keys written or removed since the previous call, and start collecting afresh;
+        None when not known: the first call, after ``clear`` or the store's ``discard``, or a
+        map whose values may change in place (a change by mutation has no key to record)."""
+        changes = self._changes if self.values_frozen else None
+        self._changes = set() if self.values_frozen else None
+        return changes
+
     def _check_frozen(self, key: str, value: V) -> None:
         if self.values_frozen and not is_frozen(value):
             raise TypeError(
@@ -230,6 +249,7 @@ class DiskMap(MutableMapping[str, V]):
         if not isinstance(key, str):
             raise TypeError(f"map {self.name!r} takes str keys, not {type(key).__name__}")
         self._check_frozen(key, value)
+        self._changed(key)
         self._new[key] = None
         self._loaded[key] = (value, None)
         self._delta += 1
@@ -260,6 +280,7 @@ class DiskMap(MutableMapping[str, V]):
         if self._held(key) or (isinstance(key, str) and self._in_db(key)):
             self._read.pop(key, None)
             self._loaded[key] = (value, None)
+            self._changed(key)
         else:
             self._add(key, value)
 
@@ -271,6 +292,7 @@ class DiskMap(MutableMapping[str, V]):
             self._deleted.add(key)
         else:
             raise KeyError(key)
+        self._changed(key)
         self._loaded.pop(key, None)
         self._read.pop(key, None)
         self._delta -= 1
@@ -319,12 +341,14 @@ class DiskMap(MutableMapping[str, V]):
             if self._held(key) or key in stored:
                 self._read.pop(key, None)
                 self._loaded[key] = (value, None)
+                self._changed(key)
             else:
                 self._add(key, value)
 
     def clear(self) -> None:
         self._store._db()
         self._discard()
+        self._changes = None
         self._cleared = True
         self._version += 1
 

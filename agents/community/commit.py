@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -23,8 +24,15 @@ from core.tables.opening import open_graph_store
 from core.tables.store import GraphTables
 from graph.aliases.resolution import alias_rows
 from graph.communities.leiden import Hierarchy
-from graph.job.state import JobState
-from graph.job.version_tables import assemble, community_tables, fresh_ids, newest_time, row_tables
+from graph.job.state import JobState, committed_of
+from graph.job.version_tables import (
+    assemble,
+    community_changes,
+    community_tables,
+    fresh_ids,
+    newest_time,
+    row_tables,
+)
 from graph.merge.view import GraphView, Touched
 from graph.versions.model import SnapshotCommunity, SnapshotMeta, SnapshotReport
 
@@ -171,10 +179,10 @@ def run_meta(
 ) -> SnapshotMeta:
     """The run's version: its counts, offsets, and how much its kept reports leave out."""
     view, communities = state.view, state.communities
-    unreflected = {
-        c.id: state.reports[c.id].unreflected for c in communities if c.id in state.reports
-    }
-    values = [v for k, v in unreflected.items() if k not in regenerated] or [0.0]
+    heads = committed_of(state).heads_of(state.reports)
+    values = [
+        heads[c.id].unreflected for c in communities if c.id in heads and c.id not in regenerated
+    ] or [0.0]
     return SnapshotMeta(
         version=version,
         created_at=_utc_now(),
@@ -205,14 +213,17 @@ def commit_run(
     meta: SnapshotMeta,
     timings: dict[str, float],
 ) -> tuple[tuple[SnapshotCommunity, ...], tuple[SnapshotReport, ...]]:
-    """Commit the run's version; returns its communities and reports. Every community and
-    report row is compared with what the tables hold; of the other tables only the rows
-    that changes or this run's summaries reached since the last commit, and the deletions
-    since the last run (light commits wrote the rest). When any of that is not known (a
-    checkpoint from an earlier release, a crash after a commit), the whole graph is
-    compared. ``timings`` gets the assembly's and the maintenance's seconds."""
+    """Commit the run's version; returns its communities (every row) and the reports it
+    wrote. Of the community and report rows, those that changed since the last commit
+    (``graph.job.committed``; every row, compared with what the tables hold, when that is
+    not known); of the other tables the rows that changes or this run's summaries reached
+    since the last commit, and the deletions since the last run (light commits wrote the
+    rest). When any of that is not known (a checkpoint from an earlier release, a crash
+    after a commit), the whole graph is compared. ``timings`` gets the assembly's and the
+    maintenance's seconds."""
     view, communities = state.view, state.communities
     fresh, removed, known = view.take_fresh(), view.take_removed(), state.tables_known
+    cache = committed_of(state)
     if (
         touched is None
         or removed is None
@@ -221,33 +232,43 @@ def commit_run(
     ):
         snapshot = assemble(view, state, communities, meta)
         state.tables_known = store.write(snapshot, known)
+        cache.remember(communities, snapshot.communities)
         return snapshot.communities, snapshot.community_reports
     for slot in touched.slots | summarised:
         kind, _, key = slot.partition(":")
         (fresh.entities if kind == "e" else fresh.relationships).add(key)
     started = time.monotonic()
     rows: dict[str, tuple[Any, ...]] = dict(row_tables(view, state, fresh))
-    rows["communities"], rows["community_reports"] = community_tables(
-        view, state, communities, derived=False, touched=touched.entities
-    )
+    # the entities light commits folded while the run went on count too: their communities'
+    # mentions per day are in this version's rows
+    meanwhile = view.touched_so_far()
+    entities = None if meanwhile is None else touched.entities | meanwhile.entities
+    changes = community_changes(view, state, communities, entities)
+    deletes: dict[str, Iterable[str]] = {
+        "entities": removed.entities,
+        "relationships": removed.relationships,
+        "text_units": removed.text_units,
+        "claims": removed.claims,
+        "documents": removed.documents,
+    }
+    if changes is None:
+        rows["communities"], rows["community_reports"] = community_tables(
+            view, state, communities, derived=False, touched=entities
+        )
+        every, reports = rows["communities"], rows["community_reports"]
+        complete: tuple[str, ...] = ("communities", "community_reports", "aliases")
+    else:
+        rows["communities"], rows["community_reports"] = changes.upserts, changes.reports
+        every, reports = changes.rows, changes.reports
+        deletes["communities"] = changes.gone_communities
+        deletes["community_reports"] = changes.gone_reports
+        complete = ("aliases",)
     rows["aliases"] = alias_rows(view, state.names_resolved())
     timings["snapshot_assemble"] = round(time.monotonic() - started, 3)
     store.last_maintain_s = 0.0
-    written = store.write_rows(
-        meta,
-        rows,
-        known,
-        deletes={
-            "entities": removed.entities,
-            "relationships": removed.relationships,
-            "text_units": removed.text_units,
-            "claims": removed.claims,
-            "documents": removed.documents,
-        },
-        complete=("communities", "community_reports", "aliases"),
-        always=True,
-    )
+    written = store.write_rows(meta, rows, known, deletes=deletes, complete=complete, always=True)
     assert written is not None  # always=True commits
     timings["snapshot_maintain"] = store.last_maintain_s
     state.tables_known = written
-    return rows["communities"], rows["community_reports"]
+    cache.remember(communities, every)
+    return every, reports

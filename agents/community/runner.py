@@ -64,7 +64,7 @@ from graph.job.run import (
     plan_reports,
     planning_scope,
 )
-from graph.job.state import HISTORY_CAP, JobState
+from graph.job.state import HISTORY_CAP, JobState, committed_of
 from graph.job.summaries import SummaryPlan, summaries_needed
 from graph.job.version_tables import fresh_ids, newest_time
 from graph.merge.view import Touched
@@ -267,6 +267,7 @@ class Runner:
         summary_plan: SummaryPlan,
     ) -> tuple[tuple[SnapshotCommunity, ...], tuple[SnapshotReport, ...]]:
         """Commit the run's version (``commit.commit_run``); its communities and reports."""
+        committed_of(self.state).take_reports(self.state.reports)
         meta = run_meta(
             self.state,
             version,

@@ -79,6 +79,7 @@ class Dailies:
         self.sums: dict[str, tuple[frozenset[str], dict[date, int]]] = {}
         self.scores: dict[str, float] = {}
         self.as_of: date | None = None
+        self.redone: set[str] = set()  # the communities the last update summed or scored again
 
     def __reduce__(self) -> tuple[type[Dailies], tuple[Any, ...]]:
         return (Dailies, ())  # memory only: a loaded state sums afresh
@@ -133,4 +134,5 @@ class Dailies:
             cid: fresh.get(cid, 0.0) if cid in redone else self.scores.get(cid, 0.0) for cid in sums
         }
         self.as_of = as_of
+        self.redone = redone
         return {cid: daily for cid, (_, daily) in sums.items()}, self.scores

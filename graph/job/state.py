@@ -18,6 +18,7 @@ from graph.communities.cluster_input import ClusterInput
 from graph.communities.human_ids import HumanIds
 from graph.communities.ids import Labelled
 from graph.communities.leiden import Hierarchy
+from graph.job.committed import Committed
 from graph.job.dailies import Dailies
 from graph.merge.view import GraphView
 from graph.model import Community
@@ -78,6 +79,8 @@ class JobState:
     headlined: dict[str, int] = field(default_factory=dict)
     # each community's mentions per day and emerging score, in memory only (pickled empty)
     dailies: Dailies = field(default_factory=Dailies, compare=False, repr=False)
+    # the community and report rows the last commit wrote, in memory only (pickled empty)
+    committed: Committed = field(default_factory=Committed, compare=False, repr=False)
 
     def names_resolved(self) -> Resolution | None:
         """The resolution in force: the last run's, less the decisions a model rejected and
@@ -129,3 +132,10 @@ def retry_blocked(state: JobState, item: str, now: float) -> bool:
     """True while a failed item waits for its next retry."""
     failure = state.failures.get(item)
     return failure is not None and failure.next_retry_at > now
+
+
+def committed_of(state: JobState) -> Committed:
+    """The state's ``Committed`` (a state saved before it kept one gets an empty one)."""
+    if getattr(state, "committed", None) is None:
+        state.committed = Committed()
+    return state.committed

@@ -16,8 +16,9 @@ import orjson
 
 from graph.aliases.resolution import alias_rows
 from graph.communities.human_ids import HumanIds
+from graph.job.committed import CommunityChanges
 from graph.job.dailies import Dailies, community_daily
-from graph.job.state import JobState
+from graph.job.state import JobState, committed_of
 from graph.job.summaries import summary
 from graph.merge.aggregates import EntityAggregate, RelationshipAggregate
 from graph.merge.view import FreshKeys, GraphView
@@ -90,13 +91,11 @@ def community_tables(
     (``graph.job.dailies``)."""
     ids = state.human_ids
     period = newest_time(view)[:10]
-    if getattr(state, "dailies", None) is None:  # a state saved before it kept them
-        state.dailies = Dailies()
-    dailies, scores = state.dailies.update(view, communities, touched)
+    dailies, scores = _dailies_of(state).update(view, communities, touched)
     by_id = {c.id: c for c in communities}
     rels_by_entity = _relationships_by_entity(view) if derived else None
     snap_communities = tuple(
-        _community(
+        community_row(
             c,
             by_id,
             ids,
@@ -116,6 +115,78 @@ def community_tables(
     )
     reports = tuple(state.reports[c.id] for c in communities if c.id in state.reports)
     return snap_communities, reports
+
+
+def community_changes(
+    view: GraphView,
+    state: JobState,
+    communities: tuple[Community, ...],
+    touched: set[str] | None,
+) -> CommunityChanges | None:
+    """The community and report rows that changed since the last commit, with every
+    community's row (``graph.job.committed``); None when that is not known. ``touched`` as
+    for ``community_tables``."""
+    cache = committed_of(state)
+    if not cache.known():
+        return None
+    assert cache.rows is not None and cache.communities is not None  # known()
+    assert cache.reports_changed is not None
+    dailies, scores = _dailies_of(state).update(view, communities, touched)
+    before, changed_reports = cache.communities, cache.reports_changed
+    live = {c.id: c for c in communities}
+    gone = frozenset(k for k in before if k not in live)
+    born = {k for k in live if k not in before}
+    moved = gone | born
+    redone = state.dailies.redone
+    dirty = [
+        c
+        for c in communities
+        if c.id in redone
+        or c.id in changed_reports
+        or before.get(c.id) != c
+        or any(ch in moved for ch in c.children)
+    ]
+    period = newest_time(view)[:10]
+    rows = {k: v for k, v in cache.rows.items() if k not in gone}
+    upserts = []
+    for c in dirty:
+        report = state.reports.get(c.id)
+        title = report.title if report is not None else ""
+        row = community_row(
+            c,
+            live,
+            state.human_ids,
+            view,
+            None,
+            period,
+            scores.get(c.id, 0.0),
+            title,
+            state.size_history.get(c.id, ()),
+            dailies[c.id],
+        )
+        if report is not None:
+            row = replace(row, unreflected=report.unreflected)
+        rows[c.id] = row
+        upserts.append(row)
+    wanted = sorted((changed_reports | born) & live.keys())
+    get_many = getattr(state.reports, "get_many", None)  # a DiskMap reads by chunks of keys
+    held = get_many(wanted) if get_many is not None else state.reports
+    gone_reports = frozenset(
+        k for k in changed_reports | gone if k not in live or k not in state.reports
+    )
+    return CommunityChanges(
+        tuple(rows[c.id] for c in communities),
+        tuple(upserts),
+        tuple(held[k] for k in wanted if k in held),
+        gone,
+        gone_reports,
+    )
+
+
+def _dailies_of(state: JobState) -> Dailies:
+    if getattr(state, "dailies", None) is None:  # a state saved before it kept them
+        state.dailies = Dailies()
+    return state.dailies
 
 
 ROW_TABLES = ("entities", "relationships", "text_units", "documents", "claims")
@@ -295,7 +366,7 @@ def _relationships_by_entity(view: GraphView) -> dict[str, list[RelationshipAggr
     return out
 
 
-def _community(
+def community_row(
     c: Community,
     by_id: Mapping[str, Community],
     ids: HumanIds,
@@ -307,7 +378,8 @@ def _community(
     size_history: tuple[tuple[int, int], ...] = (),
     daily: Mapping[date, int] | None = None,
 ) -> SnapshotCommunity:
-    """A community's row; without ``rels_by_entity`` the derived id lists are left empty."""
+    """A community's row; without ``rels_by_entity`` the derived id lists are left empty.
+    Its report's ``unreflected`` share is the caller's to set."""
     hrid = ids.get("community", c.id) or 0
     members = sorted(c.entity_keys)
     rels: list[str] = []

@@ -519,3 +519,30 @@ def test_a_forked_child_must_open_its_own_store(tmp_path: Path) -> None:
     os.waitpid(pid, 0)
     assert report == "refused,refused,refused,1"
     assert m["a"] == 1
+
+
+def test_take_changes_names_the_keys_written_or_removed_since_the_last_take(
+    tmp_path: Path,
+) -> None:
+    store = _filled(tmp_path / "s.sqlite", {"a": 1, "b": 2, "c": 3})
+    m = store.map("rows")
+    m.values_frozen = True
+    assert m.take_changes() is None  # the first take: what came before is not known
+    _ = m["a"], m.get("b"), "c" in m, list(m.items())
+    assert m.take_changes() == set()  # reads are not changes
+    m["a"] = 10
+    del m["b"]
+    m.update({"c": 30, "d": 4})
+    m.setdefault("e", 5)
+    assert m.take_changes() == {"a", "b", "c", "d", "e"}
+    m["f"] = 6
+    store.commit()  # a commit of the store is not a take: the change stays to be taken
+    assert m.take_changes() == {"f"}
+    m["a"] = 11
+    store.discard()
+    assert m.take_changes() is None  # a discard forgets what was taken since
+    m.clear()
+    assert m.take_changes() is None
+    mutable = store.map("other")
+    mutable["x"] = 1
+    assert mutable.take_changes() is None and mutable.take_changes() is None

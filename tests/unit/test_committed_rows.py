@@ -1,0 +1,121 @@
+"""A run's commit writes only the community and report rows that changed since the last one
+(``graph.job.committed``), on the job's state as it keeps it (the reports in ``state.sqlite``),
+and the graph tables then hold exactly what a whole assembly of the state gives: new, grown,
+merged and dissolved communities, regenerated and kept reports, a newer news day."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agents.community.runner import Runner
+from agents.community.state import close_state, forget_state, load_state, save_state
+from core.settings import Settings
+from core.tables.opening import open_graph_store
+from graph.job.state import JobState, committed_of
+from graph.job.version_tables import assemble
+from graph.keys import entity_key
+from graph.merge.changes import entity_changed, text_unit_retracted
+from graph.versions.rows import TABLES, row_digests
+from tests.unit.test_community_run import World, base_world, settings_for
+
+
+async def _run(settings: Settings, state: JobState) -> None:
+    await Runner(settings, state, write_vectors=False).run()
+    save_state(settings, state)
+
+
+def _tables_match_a_whole_assembly(settings: Settings, state: JobState) -> None:
+    loaded = open_graph_store(settings).load()
+    whole = assemble(state.view, state, state.communities, loaded.meta)
+    for name in TABLES:
+        assert row_digests(name, getattr(loaded, name)) == row_digests(
+            name, getattr(whole, name)
+        ), name
+    committed_of(state).rows = None  # the assembly re-summed every community: start again
+
+
+def _changed(settings: Settings, table: str) -> int:
+    return open_graph_store(settings).version_infos()[-1].changed.get(table, 0)
+
+
+def _restarted(settings: Settings, world: World) -> JobState:
+    """The state as a restarted job loads it from its database, its view the world's."""
+    forget_state(settings)
+    state = load_state(settings)
+    world.view = state.view
+    return state
+
+
+async def test_commits_write_the_changed_community_rows_and_match_a_whole_assembly(
+    tmp_path: Path,
+) -> None:
+    settings = settings_for(tmp_path)
+    world = base_world()
+    try:
+        state = load_state(settings)
+        state.view = world.view
+        await _run(settings, state)
+        state = _restarted(settings, world)
+        await _run(settings, state)  # a restarted job commits every row once
+        assert committed_of(state).known()
+        _tables_match_a_whole_assembly(settings, state)
+        await _run(settings, state)
+
+        # a new member of one desk: its communities change, the others' rows are not written
+        world.say("doc-new", [("Orion A 8", "Orion A 8 joined.")], [])
+        world.say("doc-new-2", [], [("Orion A 8", "Orion A 0", "Orion A 8 reports to Orion A 0.")])
+        await _run(settings, state)
+        assert 0 < _changed(settings, "communities") < len(state.communities)
+        _tables_match_a_whole_assembly(settings, state)
+        await _run(settings, state)
+
+        # news on a later day: every emerging score moves with the newest day
+        world.say("doc-later", [("Vega A 0", "Vega A 0 spoke again.")], [], day="1987-03-09")
+        await _run(settings, state)
+        _tables_match_a_whole_assembly(settings, state)
+        await _run(settings, state)
+
+        # a group's documents retracted: its communities dissolve, their rows and reports go
+        before = {c.id for c in state.communities}
+        for i in range(1, world.chunks + 1):
+            unit = state.view.text_units.get(f"chunk-{i}")
+            if unit is None or not unit.document_id.startswith("doc-Lyra"):
+                continue
+            for key in list(state.view.unit_entities.get(unit.id, ())):
+                state.view.apply(
+                    entity_changed(
+                        key,
+                        None,
+                        chunk_id=unit.id,
+                        document_id=unit.document_id,
+                        retraction=True,
+                    )
+                )
+            state.view.apply(text_unit_retracted(unit.id, unit.document_id))
+        await _run(settings, state)
+        assert before - {c.id for c in state.communities}  # some communities dissolved
+        assert not any(entity_key("Lyra 0") in c.entity_keys for c in state.communities)
+        _tables_match_a_whole_assembly(settings, state)
+    finally:
+        close_state(settings)
+
+
+async def test_a_discarded_store_commits_every_row_again(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    world = base_world()
+    try:
+        state = load_state(settings)
+        state.view = world.view
+        await _run(settings, state)
+        await _run(settings, state)
+        assert committed_of(state).known()
+        state.reports[next(iter(state.reports))] = next(iter(state.reports.values()))
+        state = _restarted(settings, world)  # a failed run: the copy is dropped
+        committed_of(state).take_reports(state.reports)
+        assert not committed_of(state).known()
+        world.say("doc-new", [("Vega A 9", "Vega A 9 joined.")], [])
+        await _run(settings, state)
+        assert committed_of(state).known()
+        _tables_match_a_whole_assembly(settings, state)
+    finally:
+        close_state(settings)
