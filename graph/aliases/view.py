@@ -144,7 +144,7 @@ def view_inputs(
     for r in view.relationships.values():
         neighbours[r.source_key].add(r.target_key)
         neighbours[r.target_key].add(r.source_key)
-    return entities, unit_entities, neighbours, dict(UnitDocuments(view))
+    return entities, unit_entities, neighbours, dict(view.unit_documents())
 
 
 class ViewNames(Mapping[str, Named]):
@@ -160,7 +160,7 @@ class ViewNames(Mapping[str, Named]):
         if made is None:
             agg = self.view.entities[key]
             units = frozenset(self.view.entity_units.get(key, ()))
-            texts = self.view.text_units
+            docs = self.view.unit_documents()
             made = Named(
                 key=key,
                 name=agg.name,
@@ -168,7 +168,7 @@ class ViewNames(Mapping[str, Named]):
                 mentions=agg.mention_count,
                 units=units,
                 typed_person=2 * agg.types.count("person") >= max(1, agg.types.total),
-                documents=frozenset(texts[u].document_id for u in units if u in texts),
+                documents=frozenset(docs[u] for u in units if u in docs),
             )
             self._made[key] = made
         return made
@@ -181,22 +181,6 @@ class ViewNames(Mapping[str, Named]):
 
     def __len__(self) -> int:
         return len(self.view.entities)
-
-
-class UnitDocuments(Mapping[str, str]):
-    """Text unit id -> its document id, read from the view."""
-
-    def __init__(self, view: GraphView) -> None:
-        self.units = view.text_units
-
-    def __getitem__(self, unit: str) -> str:
-        return self.units[unit].document_id
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.units)
-
-    def __len__(self) -> int:
-        return len(self.units)
 
 
 def resolve_view(
@@ -212,7 +196,7 @@ def resolve_view(
     around what changed (``resolve_changed``) when the previous resolution and state are
     kept and what changed is known, else (and every ``full_every``-th run) afresh."""
     names = ViewNames(view)
-    docs = UnitDocuments(view)
+    docs = view.unit_documents()
     full = (
         previous is None
         or kept is None

@@ -108,6 +108,10 @@ class GraphView:
     # the newest ``published_at`` of the text units, kept as units fold (None: not known,
     # found by a pass over the units when asked), so a run does not scan every unit for it
     newest_unit_time: str | None = field(default=None, compare=False, repr=False)
+    # text unit -> its document, kept as units fold (None: not known, found by a pass over the
+    # units when asked), so alias resolution finds an entity's documents without reading the
+    # texts of its units
+    unit_document: dict[str, str] | None = field(default=None, compare=False, repr=False)
 
     def take_removed(self) -> RemovedKeys | None:
         """The rows deleted since the last call (None: not known), and start afresh."""
@@ -133,6 +137,7 @@ class GraphView:
             self.document_units.setdefault(unit.document_id, set()).add(unit.id)
         self.ingest_total = None  # summed again from the rebuilt maps when asked
         self.newest_unit_time = None
+        self.unit_document = None
         self.fresh = FreshKeys()
 
     def take_touched(self) -> Touched | None:
@@ -200,6 +205,9 @@ class GraphView:
         before = self._share(change.chunk_id, change.document_id)
         replaced = self.text_units.get(change.chunk_id)
         self.text_units[change.chunk_id] = unit
+        known = getattr(self, "unit_document", None)
+        if known is not None:
+            known[change.chunk_id] = unit.document_id
         newest = getattr(self, "newest_unit_time", None)
         if newest is not None and unit.published_at > newest:
             self.newest_unit_time = unit.published_at
@@ -220,6 +228,9 @@ class GraphView:
         doc = held.document_id if held is not None else change.document_id
         before = self._share(change.chunk_id, doc)
         gone = self.text_units.pop(change.chunk_id, None)
+        known = getattr(self, "unit_document", None)
+        if known is not None:
+            known.pop(change.chunk_id, None)
         if gone is not None and gone.published_at == getattr(self, "newest_unit_time", None):
             self.newest_unit_time = None  # the newest may have gone: found again when asked
         self.unit_tokens.pop(change.chunk_id, None)
@@ -344,6 +355,15 @@ class GraphView:
             newest = max((u.published_at for u in self.text_units.values()), default="")
             self.newest_unit_time = newest
         return newest
+
+    def unit_documents(self) -> dict[str, str]:
+        """Each text unit's document id (found by a pass over the units when not known)."""
+        known = getattr(self, "unit_document", None)
+        if known is None:
+            scan = getattr(self.text_units, "scan", None)  # a DiskMap's pass holds nothing
+            units = scan() if scan is not None else self.text_units.items()
+            known = self.unit_document = {k: u.document_id for k, u in units}
+        return known
 
     def _share(self, unit_id: str, doc_id: str) -> tuple[int, int]:
         """What the unit adds to ``ingest_tokens``: its tokens while its document is here."""

@@ -1,6 +1,6 @@
-"""The view keeps the newest text-unit time as units fold, retract and come back with another
-time, equal at every step to a pass over every unit; a view that does not know it (an older
-state) finds it by that pass."""
+"""The view keeps the newest text-unit time, and each unit's document, as units fold, retract
+and come back with another time, equal at every step to a pass over every unit; a view that
+does not know them (an older state) finds them by that pass."""
 
 from __future__ import annotations
 
@@ -43,3 +43,20 @@ def test_a_view_that_does_not_know_it_finds_it() -> None:
     assert view.newest_time() == "1987-03-09T00:00:00Z"
     view.apply(text_unit_added(ChunkExtraction(_unit(9, 20), (), ())))
     assert view.newest_time() == "1987-03-20T00:00:00Z"
+
+
+def test_each_units_document_follows_every_fold_and_retraction() -> None:
+    rng = random.Random(11)
+    view = GraphView()
+    assert view.unit_documents() == {}
+    for step in range(600):
+        i = rng.randrange(40)
+        if rng.random() < 0.35:
+            view.apply(text_unit_retracted(f"u{i}", f"d{i % 7}"))
+        else:
+            view.apply(text_unit_added(ChunkExtraction(_unit(i, rng.randrange(1, 29)), (), ())))
+        if step == 300:
+            view.unit_document = None  # as a state saved before the view kept it: a pass
+        if rng.random() < 0.5:
+            scanned = {k: u.document_id for k, u in view.text_units.items()}
+            assert view.unit_documents() == scanned
