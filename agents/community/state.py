@@ -63,6 +63,11 @@ DISK_MAPS: tuple[tuple[str, str, str], ...] = (
     ("evidence_relationships", "evidence", "_relationships"),
     ("evidence_edge_facts", "evidence", "edge_facts"),
     ("evidence_by_pair", "evidence", "_by_pair"),
+    # the clustering graph's relationships by key and by pair, and its entities' relationship
+    # keys (graph.communities.cluster_input; read for what a refresh names)
+    ("cluster_counted", "cluster_input", "counted"),
+    ("cluster_pairs", "cluster_input", "pairs"),
+    ("cluster_ends", "cluster_input", "ends"),
 )
 # the maps whose values never change in place (frozen dataclasses, tuples): a read holds no
 # digest and a commit pickles only what was written (``DiskMap.values_frozen``)
@@ -79,6 +84,7 @@ FROZEN_MAPS = frozenset(
         "state_row_costs",
         "evidence_entity_facts",
         "evidence_relationships",
+        "cluster_counted",
     }
 )
 # The whole passes made over these maps (graph.job and agents.community: degrees, newest
@@ -149,8 +155,8 @@ class _MapRef:
 
 def _owner(state: JobState, holder: str) -> Any:
     """The object holding a map of ``DISK_MAPS``; None when it does not exist (yet)."""
-    if holder == "evidence":
-        return getattr(state, "evidence", None)
+    if holder in ("evidence", "cluster_input"):
+        return getattr(state, holder, None)
     return state.view if holder == "view" else state
 
 

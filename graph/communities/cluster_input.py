@@ -25,7 +25,7 @@ removed, which the maintained clustering treats like any other change.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 
 from graph.communities.leiden_graph import (
@@ -40,6 +40,7 @@ from graph.merge.view import GraphView
 _MASK = (1 << 64) - 1
 
 Pair = tuple[str, str]  # entity keys, the smaller first
+_JOIN = "\x00"  # joins a pair's keys into one string key of ``pairs`` (no key holds a NUL)
 Edge = tuple[str, str, float]  # source, target, weight
 # key prefix of a glue edge (alias -> canonical): no relationship key starts with a control
 # character
@@ -64,6 +65,11 @@ def glue_edges(view: GraphView, aliases: Mapping[str, str]) -> dict[str, Edge]:
     }
 
 
+def pair_key(pair: Pair) -> str:
+    """A pair as one string, the key of ``ClusterInput.pairs`` (a table's keys are strings)."""
+    return pair[0] + _JOIN + pair[1]
+
+
 def glue_weight(mentions: int) -> float:
     return float(1 << (max(1, mentions).bit_length() - 1))
 
@@ -80,15 +86,19 @@ class Changes:
 @dataclass
 class ClusterInput:
     """The clustering graph of a view: relationships between two known, distinct entities,
-    a pair's weight the exact sum of its relationships' weights."""
+    a pair's weight the exact sum of its relationships' weights.
+
+    ``counted``, ``pairs`` and ``ends`` are read only for the keys a refresh names; the job
+    keeps them as tables of its state database (``agents.community.state``), so they take no
+    memory between runs. The rest is what Leiden reads whole."""
 
     # relationship key -> the pair it counts towards and its weight (edges that count only)
-    counted: dict[str, tuple[Pair, float]] = field(default_factory=dict)
-    # pair -> relationship key -> weight
-    pairs: dict[Pair, dict[str, float]] = field(default_factory=dict)
+    counted: MutableMapping[str, tuple[Pair, float]] = field(default_factory=dict)
+    # pair (``pair_key``) -> relationship key -> weight
+    pairs: MutableMapping[str, dict[str, float]] = field(default_factory=dict)
     # entity key -> every relationship key with that end, counted or not (an entity that
     # appears or goes changes whether they count)
-    ends: dict[str, set[str]] = field(default_factory=dict)
+    ends: MutableMapping[str, set[str]] = field(default_factory=dict)
     # node -> neighbour -> pair weight (nonzero weights); a node is any end of a counted
     # relationship, with an entry even when all its weights are zero
     adjacency: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -152,7 +162,7 @@ class ClusterInput:
             edge = self._edge(view, key)
             if old is not None:
                 pair, _ = old
-                del self.pairs[pair][key]
+                del self.pairs[pair_key(pair)][key]
                 touched_pairs.add(pair)
                 ends_now = edge[:2] if edge is not None else ()
                 for end in pair:  # gone, or a glue edge re-pointed at another name
@@ -169,7 +179,7 @@ class ClusterInput:
                 raise HierarchyError(f"edge {source!r}-{target!r} has weight {raw!r}")
             a, b = sorted((source, target))
             self.counted[key] = ((a, b), weight)
-            self.pairs.setdefault((a, b), {})[key] = weight
+            self.pairs.setdefault(pair_key((a, b)), {})[key] = weight
             touched_pairs.add((a, b))
         if touched_pairs:
             self._graph = None
@@ -194,12 +204,12 @@ class ClusterInput:
 
     def _set_pair(self, pair: Pair, changed: set[str]) -> None:
         a, b = pair
-        rels = self.pairs.get(pair)
+        rels = self.pairs.get(pair_key(pair))
         before = self.adjacency.get(a, {}).get(b)
         nonzero = [w for w in rels.values() if w != 0] if rels else []
         after = math.fsum(nonzero) if nonzero else None
         if not rels:
-            self.pairs.pop(pair, None)
+            self.pairs.pop(pair_key(pair), None)
         if after is None:
             self.weights.pop(pair, None)
         else:
@@ -245,6 +255,9 @@ class ClusterInput:
         # a checkpoint from before changes were kept: not known until the next run; from
         # before aliases: no glue until the next run sets it
         vars(self).update({"dirty": None, "cut": set(), "deltas": {}, "glue": {}, **data})
+        pairs = vars(self)["pairs"]
+        if isinstance(pairs, dict) and any(isinstance(k, tuple) for k in pairs):
+            self.pairs = {pair_key(k): v for k, v in pairs.items()}  # keyed by tuples before
 
     def graph(self) -> tuple[WeightedGraph, list[int], list[float]]:
         """The canonical graph with each node's digest and weighted degree, in node order."""

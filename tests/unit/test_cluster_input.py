@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from core.state_pickle import to_disk
+from core.state_store import StateStore
 from graph.communities.cluster_input import GLUE, ClusterInput, glue_edges, glue_weight
 from graph.communities.leiden import _strengths
 from graph.communities.leiden_graph import WeightedGraph, node_digests
@@ -67,6 +69,28 @@ def test_refreshed_after_every_change_it_equals_a_rebuild(seed: int) -> None:
         refresh(kept, world.view)
         assert kept.graph() == rebuilt(world.view), f"step {step}"
     assert kept.graph()[0].edges, "the sequence left a graph with edges"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_its_maps_kept_as_tables_refresh_as_the_dicts_do(seed: int, tmp_path: Path) -> None:
+    """As the job keeps it: ``counted``, ``pairs`` and ``ends`` in a state database, committed
+    now and then (values read back from the file, changed in place, written again)."""
+    rng = random.Random(seed)
+    world = World()
+    names = [f"Firm {i}" for i in range(12)]
+    kept = ClusterInput.build(world.view)
+    world.view.take_touched()
+    with StateStore(tmp_path / "state.sqlite") as store:
+        for name in ("counted", "pairs", "ends"):
+            setattr(kept, name, to_disk(store, f"cluster_{name}", getattr(kept, name)))
+        store.map("cluster_counted").values_frozen = True
+        for step in range(60):
+            random_step(world, rng, names, step)
+            refresh(kept, world.view)
+            assert kept.graph() == rebuilt(world.view), f"step {step}"
+            if step % 3 == 0:
+                store.commit()
+        assert dict(kept.pairs.items()) == dict(ClusterInput.build(world.view).pairs)
 
 
 def test_an_entity_that_goes_and_comes_back_takes_its_relationships_along() -> None:

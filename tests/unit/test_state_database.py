@@ -30,7 +30,12 @@ from tests.unit.test_community_run import Job, World, base_world, settings_for
 
 
 def _owner(state: JobState, holder: str) -> object:
-    return {"view": state.view, "state": state, "evidence": state.evidence}[holder]
+    return {
+        "view": state.view,
+        "state": state,
+        "evidence": state.evidence,
+        "cluster_input": state.cluster_input,
+    }[holder]
 
 
 def _maps(state: JobState) -> dict[str, dict[str, object]]:
