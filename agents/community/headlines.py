@@ -82,17 +82,12 @@ def _front(
     for c in rows:
         for k in c.entity_ids:
             member_of.setdefault(k, []).append(c.community)
-    first, last = since.isoformat(), end.isoformat()
-    units = state.view.text_units
+    view = state.view
+    docs = view.unit_documents()
     documents = window_documents(
         (
-            (
-                u.document_id,
-                date.fromisoformat(u.published_at[:10]),
-                state.view.unit_entities.get(u.id, ()),
-            )
-            for u in units.values()
-            if first <= u.published_at[:10] <= last
+            (docs[u], date.fromisoformat(day), view.unit_entities.get(u, ()))
+            for u, day in view.units_between(since.isoformat(), end.isoformat())
         ),
         member_of,
         since,

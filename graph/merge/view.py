@@ -112,6 +112,9 @@ class GraphView:
     # units when asked), so alias resolution finds an entity's documents without reading the
     # texts of its units
     unit_document: dict[str, str] | None = field(default=None, compare=False, repr=False)
+    # published day (``published_at[:10]``) -> the text units of that day, kept the same way,
+    # so the headlines find the units of their window without a pass over every unit
+    unit_days: dict[str, set[str]] | None = field(default=None, compare=False, repr=False)
 
     def take_removed(self) -> RemovedKeys | None:
         """The rows deleted since the last call (None: not known), and start afresh."""
@@ -138,6 +141,7 @@ class GraphView:
         self.ingest_total = None  # summed again from the rebuilt maps when asked
         self.newest_unit_time = None
         self.unit_document = None
+        self.unit_days = None
         self.fresh = FreshKeys()
 
     def take_touched(self) -> Touched | None:
@@ -208,6 +212,11 @@ class GraphView:
         known = getattr(self, "unit_document", None)
         if known is not None:
             known[change.chunk_id] = unit.document_id
+        days = getattr(self, "unit_days", None)
+        if days is not None:
+            if replaced is not None:
+                _unfile(days, replaced.published_at[:10], change.chunk_id)
+            days.setdefault(unit.published_at[:10], set()).add(change.chunk_id)
         newest = getattr(self, "newest_unit_time", None)
         if newest is not None and unit.published_at > newest:
             self.newest_unit_time = unit.published_at
@@ -231,6 +240,9 @@ class GraphView:
         known = getattr(self, "unit_document", None)
         if known is not None:
             known.pop(change.chunk_id, None)
+        days = getattr(self, "unit_days", None)
+        if days is not None and gone is not None:
+            _unfile(days, gone.published_at[:10], change.chunk_id)
         if gone is not None and gone.published_at == getattr(self, "newest_unit_time", None):
             self.newest_unit_time = None  # the newest may have gone: found again when asked
         self.unit_tokens.pop(change.chunk_id, None)
@@ -365,6 +377,20 @@ class GraphView:
             known = self.unit_document = {k: u.document_id for k, u in units}
         return known
 
+    def units_between(self, first: str, last: str) -> list[tuple[str, str]]:
+        """(unit id, published day) of the text units published from day ``first`` to day
+        ``last`` (ISO dates), by day (found by a pass over the units when not known)."""
+        days = getattr(self, "unit_days", None)
+        if days is None:
+            days = {}
+            scan = getattr(self.text_units, "scan", None)
+            for key, unit in scan() if scan is not None else self.text_units.items():
+                days.setdefault(unit.published_at[:10], set()).add(key)
+            self.unit_days = days
+        return [
+            (u, day) for day in sorted(d for d in days if first <= d <= last) for u in days[day]
+        ]
+
     def _share(self, unit_id: str, doc_id: str) -> tuple[int, int]:
         """What the unit adds to ``ingest_tokens``: its tokens while its document is here."""
         if doc_id in self.documents and unit_id in self.document_units.get(doc_id, ()):
@@ -446,3 +472,11 @@ class GraphView:
                 moved.add(u)
             by_unit.get(change.chunk_id, set()).discard(key)
             moved.add(change.chunk_id)
+
+
+def _unfile(days: dict[str, set[str]], day: str, unit_id: str) -> None:
+    units = days.get(day)
+    if units is not None:
+        units.discard(unit_id)
+        if not units:
+            del days[day]

@@ -1,6 +1,6 @@
-"""The view keeps the newest text-unit time, and each unit's document, as units fold, retract
-and come back with another time, equal at every step to a pass over every unit; a view that
-does not know them (an older state) finds them by that pass."""
+"""The view keeps the newest text-unit time, each unit's document and the units of each day as
+units fold, retract and come back with another time, equal at every step to a pass over every
+unit; a view that does not know them (an older state) finds them by that pass."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_a_view_that_does_not_know_it_finds_it() -> None:
     assert view.newest_time() == "1987-03-20T00:00:00Z"
 
 
-def test_each_units_document_follows_every_fold_and_retraction() -> None:
+def test_each_units_document_and_day_follow_every_fold_and_retraction() -> None:
     rng = random.Random(11)
     view = GraphView()
     assert view.unit_documents() == {}
@@ -57,6 +57,15 @@ def test_each_units_document_follows_every_fold_and_retraction() -> None:
             view.apply(text_unit_added(ChunkExtraction(_unit(i, rng.randrange(1, 29)), (), ())))
         if step == 300:
             view.unit_document = None  # as a state saved before the view kept it: a pass
+        if step == 450:
+            view.unit_days = None
         if rng.random() < 0.5:
             scanned = {k: u.document_id for k, u in view.text_units.items()}
             assert view.unit_documents() == scanned
+            first, last = sorted(f"1987-03-{rng.randrange(1, 29):02d}" for _ in range(2))
+            between = sorted(
+                (k, u.published_at[:10])
+                for k, u in view.text_units.items()
+                if first <= u.published_at[:10] <= last
+            )
+            assert sorted(view.units_between(first, last)) == between
