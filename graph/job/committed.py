@@ -97,9 +97,9 @@ class Committed:
         )
 
     def heads_of(self, reports: Mapping[str, SnapshotReport]) -> dict[str, ReportHead]:
-        """Every report's head by community id (read from every report once when not
-        known)."""
-        if self.heads is None:
+        """Every report's head by community id (read from every report when not known, and
+        each time from a map that does not name its changes)."""
+        if self.heads is None or not hasattr(reports, "take_changes"):
             scan = getattr(reports, "scan", None)
             pairs = scan() if scan is not None else reports.items()
             self.heads = {cid: ReportHead.of(r) for cid, r in pairs}
