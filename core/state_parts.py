@@ -1,12 +1,15 @@
-"""The state store's errors, the record of a commit, and how a map tells a value that cannot
-change in place (``DiskMap.values_frozen``); apart so ``core.state_store`` keeps to the maps."""
+"""The state store's errors, the record of a commit, how a map tells a value that cannot
+change in place (``DiskMap.values_frozen``), and the views of its whole passes; apart so
+``core.state_store`` keeps to the maps."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import ItemsView, Iterator, ValuesView
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from core.errors import KgragError
 
@@ -65,3 +68,30 @@ def is_frozen(value: object) -> bool:
         return True
     params = getattr(type(value), "__dataclass_params__", None)
     return params is not None and bool(params.frozen)
+
+
+V = TypeVar("V")
+V_co = TypeVar("V_co", covariant=True)
+
+
+class _Passes(Protocol[V_co]):
+    def _pairs(self) -> Iterator[tuple[str, V_co]]: ...
+
+
+class PassItems(ItemsView[str, V]):
+    """A ``DiskMap``'s ``items()``, reading the map by batches of rows rather than a query per
+    key."""
+
+    _mapping: _Passes[V]
+
+    def __iter__(self) -> Iterator[tuple[str, V]]:
+        return self._mapping._pairs()
+
+
+class PassValues(ValuesView[V]):
+    """A ``DiskMap``'s ``values()``, read as ``PassItems`` reads."""
+
+    _mapping: _Passes[V]
+
+    def __iter__(self) -> Iterator[V]:
+        return (value for _, value in self._mapping._pairs())

@@ -52,7 +52,7 @@ from collections.abc import ItemsView, Iterable, Iterator, Mapping, MutableMappi
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from core.state_parts import READ_DIGEST, digest_of, is_frozen
+from core.state_parts import READ_DIGEST, PassItems, PassValues, digest_of, is_frozen
 from core.state_parts import CommitError as CommitError
 from core.state_parts import CommitStats as CommitStats
 from core.state_parts import ForkedStoreError as ForkedStoreError
@@ -428,10 +428,10 @@ class DiskMap(MutableMapping[str, V]):
             yield key, (self._loaded[key][0] if blob is None else pickle.loads(blob))
 
     def items(self) -> ItemsView[str, V]:
-        return _Items(self)
+        return PassItems(self)
 
     def values(self) -> ValuesView[V]:
-        return _Values(self)
+        return PassValues(self)
 
     def to_dict(self) -> dict[str, V]:
         """A plain dict of every pair, in order (values held since the last commit are the
@@ -495,21 +495,3 @@ class DiskMap(MutableMapping[str, V]):
             f"DiskMap {self.name!r} cannot be pickled: its rows live in {self._store.path}; "
             "commit the store and keep its path, or pickle to_dict() for a plain copy"
         )
-
-
-class _Items(ItemsView[str, V]):
-    """``items()`` reading the map by batches of rows rather than a query per key."""
-
-    _mapping: DiskMap[V]
-
-    def __iter__(self) -> Iterator[tuple[str, V]]:
-        return self._mapping._pairs()
-
-
-class _Values(ValuesView[V]):
-    """``values()`` reading the map by batches of rows rather than a query per key."""
-
-    _mapping: DiskMap[V]
-
-    def __iter__(self) -> Iterator[V]:
-        return (value for _, value in self._mapping._pairs())
