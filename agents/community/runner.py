@@ -50,7 +50,7 @@ from core.settings.llm import cost_usd
 from core.tables.store import GraphTables
 from core.tokenizer import count_tokens, get_encoding
 from graph.aliases.resolution import AliasChange, Resolution, alias_changes
-from graph.aliases.view import resolve_view
+from graph.aliases.view import KeptNames, resolve_view
 from graph.communities.ids import StableCommunities
 from graph.communities.leiden import Hierarchy
 from graph.communities.lineage import LineageEvent
@@ -303,6 +303,7 @@ class Runner:
                 None if since is None else since.entities,
                 () if since is None else {s[2:] for s in since.slots if s.startswith("r:")},
                 full_every=cfg.aliases_full_every,
+                names_kept=_kept_names(state),
             )
         state.aliases = alias_state
         in_force = state.names_resolved()
@@ -421,6 +422,12 @@ class Runner:
                 hist[c.id] = (*points, (version, len(c.entity_keys)))[-HISTORY_CAP:]
         for cid in [k for k in hist if k not in live]:
             del hist[cid]
+
+
+def _kept_names(state: JobState) -> KeptNames:
+    if getattr(state, "kept_names", None) is None:  # a state saved before it kept them
+        state.kept_names = KeptNames()
+    return state.kept_names
 
 
 @contextlib.contextmanager

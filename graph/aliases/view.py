@@ -4,6 +4,7 @@ and afresh every ``full_every``-th run."""
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -147,13 +148,39 @@ def view_inputs(
     return entities, unit_entities, neighbours, dict(view.unit_documents())
 
 
+KEPT_NAMES = 20_000  # entities ``KeptNames`` holds between runs, the most recently made
+
+
+class KeptNames(dict[str, Named]):
+    """Entities as resolution read them, kept between runs in the job's memory (pickled empty):
+    every run re-decides the names several people share and the acronyms beside changed names,
+    reading the same few thousand entities (and their units' documents) again. The entities a
+    run's changes touched are dropped before it reads (``resolve_view``), and only the
+    ``KEPT_NAMES`` most recently made are kept."""
+
+    def __reduce__(self) -> tuple[type[KeptNames], tuple[()]]:
+        return (KeptNames, ())
+
+    def forget(self, keys: Iterable[str] | None) -> None:
+        """Drop ``keys`` (None: every entity)."""
+        if keys is None:
+            self.clear()
+            return
+        for key in keys:
+            self.pop(key, None)
+
+    def trim(self) -> None:
+        for key in list(itertools.islice(self, max(0, len(self) - KEPT_NAMES))):
+            del self[key]
+
+
 class ViewNames(Mapping[str, Named]):
     """The view's entities as resolution reads them, made on first use (a run that resolves
-    around a few changes reads a few hundred of them)."""
+    around a few changes reads a few hundred of them), into ``kept`` when given."""
 
-    def __init__(self, view: GraphView) -> None:
+    def __init__(self, view: GraphView, kept: dict[str, Named] | None = None) -> None:
         self.view = view
-        self._made: dict[str, Named] = {}
+        self._made: dict[str, Named] = {} if kept is None else kept
 
     def __getitem__(self, key: str) -> Named:
         made = self._made.get(key)
@@ -191,18 +218,40 @@ def resolve_view(
     changed_relationships: Collection[str],
     *,
     full_every: int,
+    names_kept: KeptNames | None = None,
 ) -> tuple[Resolution, AliasState, int]:
     """The view's resolution, and the state to keep, and how many keys were re-decided:
     around what changed (``resolve_changed``) when the previous resolution and state are
-    kept and what changed is known, else (and every ``full_every``-th run) afresh."""
-    names = ViewNames(view)
-    docs = view.unit_documents()
+    kept and what changed is known, else (and every ``full_every``-th run) afresh.
+    ``names_kept``: the entities earlier runs read, less those ``changed_entities`` names."""
     full = (
         previous is None
         or kept is None
         or changed_entities is None
         or kept.runs_since_full + 1 >= full_every
     )
+    if names_kept is not None:
+        names_kept.forget(None if full else changed_entities)
+    try:
+        return _resolve(
+            view, previous, kept, changed_entities, changed_relationships, full, names_kept
+        )
+    finally:
+        if names_kept is not None:
+            names_kept.trim()
+
+
+def _resolve(
+    view: GraphView,
+    previous: Resolution | None,
+    kept: AliasState | None,
+    changed_entities: Collection[str] | None,
+    changed_relationships: Collection[str],
+    full: bool,
+    names_kept: KeptNames | None,
+) -> tuple[Resolution, AliasState, int]:
+    names = ViewNames(view, names_kept)
+    docs = view.unit_documents()
     if full:
         related = Related()
         related.update(view, view.relationships)

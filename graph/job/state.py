@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from graph.aliases.indexes import AliasState
 from graph.aliases.resolution import Resolution, confirmed
+from graph.aliases.view import KeptNames
 from graph.communities.cluster_input import ClusterInput
 from graph.communities.human_ids import HumanIds
 from graph.communities.ids import Labelled
@@ -81,6 +82,8 @@ class JobState:
     dailies: Dailies = field(default_factory=Dailies, compare=False, repr=False)
     # the community and report rows the last commit wrote, in memory only (pickled empty)
     committed: Committed = field(default_factory=Committed, compare=False, repr=False)
+    # the entities alias resolution read, kept between runs in memory only (pickled empty)
+    kept_names: KeptNames = field(default_factory=KeptNames, compare=False, repr=False)
 
     def names_resolved(self) -> Resolution | None:
         """The resolution in force: the last run's, less the decisions a model rejected and

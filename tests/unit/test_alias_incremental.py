@@ -1,7 +1,7 @@
 """Resolving around what changed (``graph.aliases.view.resolve_view`` with the kept state) decides
 as resolving the whole graph afresh does, change after change: acronyms introduced and
 retracted, spellings, surnames of one person and of several, entities and relationships
-deleted."""
+deleted; the entities it kept from earlier runs are, every time, what the view says now."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from graph.aliases.indexes import AliasState
 from graph.aliases.resolution import Resolution
-from graph.aliases.view import resolve_view
+from graph.aliases.view import KeptNames, ViewNames, resolve_view
 from graph.merge.changes import GraphChange
 from graph.model import Chunk, ChunkExtraction, EntityMention, RelationshipMention
 from tests.unit.test_community_run import World
@@ -80,6 +80,7 @@ def test_resolving_around_changes_decides_as_resolving_afresh(seed: int) -> None
     world = Newsroom()
     resolution: Resolution | None = None
     kept: AliasState | None = None
+    names = KeptNames()  # the entities read, kept between runs as the job keeps them
     merged = 0
     for i in range(80):
         step(world, rng, i)
@@ -87,10 +88,12 @@ def test_resolving_around_changes_decides_as_resolving_afresh(seed: int) -> None
         assert touched is not None
         rels = {s[2:] for s in touched.slots if s.startswith("r:")}
         resolution, kept, decided = resolve_view(
-            world.view, resolution, kept, touched.entities, rels, full_every=10**6
+            world.view, resolution, kept, touched.entities, rels, full_every=10**6, names_kept=names
         )
         afresh, _, _ = resolve_view(world.view, None, None, None, (), full_every=1)
         assert decisions(resolution) == decisions(afresh), f"step {i}"
+        now = ViewNames(world.view)
+        assert all(n == now[k] for k, n in names.items() if k in world.view.entities), i
         assert i == 0 or decided <= len(world.view.entities)
         merged += len(resolution.merges) + len(resolution.unit_aliases)
     assert merged, "the sequence never merged anything"
