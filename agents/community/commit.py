@@ -28,7 +28,6 @@ from graph.job.state import JobState, committed_of
 from graph.job.version_tables import (
     assemble,
     community_changes,
-    community_tables,
     fresh_ids,
     newest_time,
     row_tables,
@@ -214,13 +213,12 @@ def commit_run(
     timings: dict[str, float],
 ) -> tuple[tuple[SnapshotCommunity, ...], tuple[SnapshotReport, ...]]:
     """Commit the run's version; returns its communities (every row) and the reports it
-    wrote. Of the community and report rows, those that changed since the last commit
-    (``graph.job.committed``; every row, compared with what the tables hold, when that is
-    not known); of the other tables the rows that changes or this run's summaries reached
-    since the last commit, and the deletions since the last run (light commits wrote the
-    rest). When any of that is not known (a checkpoint from an earlier release, a crash
-    after a commit), the whole graph is compared. ``timings`` gets the assembly's and the
-    maintenance's seconds."""
+    wrote. The community and report rows that changed since the last commit (every one
+    when not known: ``graph.job.committed``); of the other tables the rows that changes or
+    this run's summaries reached since the last commit, and the deletions since the last run
+    (light commits wrote the rest). When those are not known (a checkpoint from an earlier
+    release, a crash after a commit), the whole graph is compared. ``timings`` gets the
+    assembly's and the maintenance's seconds."""
     view, communities = state.view, state.communities
     fresh, removed, known = view.take_fresh(), view.take_removed(), state.tables_known
     cache = committed_of(state)
@@ -244,31 +242,25 @@ def commit_run(
     meanwhile = view.touched_so_far()
     entities = None if meanwhile is None else touched.entities | meanwhile.entities
     changes = community_changes(view, state, communities, entities)
+    rows["communities"], rows["community_reports"] = changes.upserts, changes.reports
     deletes: dict[str, Iterable[str]] = {
         "entities": removed.entities,
         "relationships": removed.relationships,
         "text_units": removed.text_units,
         "claims": removed.claims,
         "documents": removed.documents,
+        "communities": changes.gone_communities,
+        "community_reports": changes.gone_reports,
     }
-    if changes is None:
-        rows["communities"], rows["community_reports"] = community_tables(
-            view, state, communities, derived=False, touched=entities
-        )
-        every, reports = rows["communities"], rows["community_reports"]
-        complete: tuple[str, ...] = ("communities", "community_reports", "aliases")
-    else:
-        rows["communities"], rows["community_reports"] = changes.upserts, changes.reports
-        every, reports = changes.rows, changes.reports
-        deletes["communities"] = changes.gone_communities
-        deletes["community_reports"] = changes.gone_reports
-        complete = ("aliases",)
+    complete = ("communities", "community_reports") if changes.whole else ()
     rows["aliases"] = alias_rows(view, state.names_resolved())
     timings["snapshot_assemble"] = round(time.monotonic() - started, 3)
     store.last_maintain_s = 0.0
-    written = store.write_rows(meta, rows, known, deletes=deletes, complete=complete, always=True)
+    written = store.write_rows(
+        meta, rows, known, deletes=deletes, complete=(*complete, "aliases"), always=True
+    )
     assert written is not None  # always=True commits
     timings["snapshot_maintain"] = store.last_maintain_s
     state.tables_known = written
-    cache.remember(communities, every)
-    return every, reports
+    cache.remember(communities, changes.rows)
+    return changes.rows, changes.reports

@@ -34,13 +34,15 @@ from graph.versions.model import SnapshotCommunity, SnapshotReport
 class CommunityChanges:
     """A commit's community and report rows: ``rows`` every community's (in the run's order,
     for the headlines), ``upserts`` those to write, ``reports`` the report rows to write,
-    and the ids whose community or report row goes."""
+    and the ids whose community or report row goes. ``whole``: the rows to write are all of
+    them (what changed was not known), and a row not among them goes."""
 
     rows: tuple[SnapshotCommunity, ...]
     upserts: tuple[SnapshotCommunity, ...]
     reports: tuple[SnapshotReport, ...]
-    gone_communities: frozenset[str]
-    gone_reports: frozenset[str]
+    gone_communities: frozenset[str] = frozenset()
+    gone_reports: frozenset[str] = frozenset()
+    whole: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,13 +122,14 @@ def community_changes(
     state: JobState,
     communities: tuple[Community, ...],
     touched: set[str] | None,
-) -> CommunityChanges | None:
+) -> CommunityChanges:
     """The community and report rows that changed since the last commit, with every
-    community's row (``graph.job.committed``); None when that is not known. ``touched`` as
-    for ``community_tables``."""
+    community's row (``graph.job.committed``); every row (``whole``) when that is not known.
+    ``touched`` as for ``community_tables``."""
     cache = committed_of(state)
     if not cache.known():
-        return None
+        every, reports = community_tables(view, state, communities, derived=False, touched=touched)
+        return CommunityChanges(every, every, reports, whole=True)
     assert cache.rows is not None and cache.communities is not None  # known()
     assert cache.reports_changed is not None
     dailies, scores = _dailies_of(state).update(view, communities, touched)
@@ -138,49 +139,54 @@ def community_changes(
     born = {k for k in live if k not in before}
     moved = gone | born
     redone = state.dailies.redone
-    dirty = [
-        c
-        for c in communities
-        if c.id in redone
-        or c.id in changed_reports
-        or before.get(c.id) != c
-        or any(ch in moved for ch in c.children)
-    ]
     period = newest_time(view)[:10]
     rows = {k: v for k, v in cache.rows.items() if k not in gone}
     upserts = []
-    for c in dirty:
-        report = state.reports.get(c.id)
-        title = report.title if report is not None else ""
-        row = community_row(
-            c,
-            live,
-            state.human_ids,
-            view,
-            None,
-            period,
-            scores.get(c.id, 0.0),
-            title,
-            state.size_history.get(c.id, ()),
-            dailies[c.id],
-        )
-        if report is not None:
-            row = replace(row, unreflected=report.unreflected)
-        rows[c.id] = row
-        upserts.append(row)
+    for c in communities:
+        if (
+            c.id in redone
+            or c.id in changed_reports
+            or before.get(c.id) != c
+            or any(ch in moved for ch in c.children)
+        ):
+            rows[c.id] = _row_now(c, live, view, state, period, scores, dailies[c.id])
+            upserts.append(rows[c.id])
     wanted = sorted((changed_reports | born) & live.keys())
     get_many = getattr(state.reports, "get_many", None)  # a DiskMap reads by chunks of keys
     held = get_many(wanted) if get_many is not None else state.reports
-    gone_reports = frozenset(
-        k for k in changed_reports | gone if k not in live or k not in state.reports
-    )
     return CommunityChanges(
         tuple(rows[c.id] for c in communities),
         tuple(upserts),
         tuple(held[k] for k in wanted if k in held),
         gone,
-        gone_reports,
+        frozenset(k for k in changed_reports | gone if k not in live or k not in state.reports),
     )
+
+
+def _row_now(
+    c: Community,
+    live: Mapping[str, Community],
+    view: GraphView,
+    state: JobState,
+    period: str,
+    scores: Mapping[str, float],
+    daily: Mapping[date, int],
+) -> SnapshotCommunity:
+    """A community's row as ``community_tables`` makes it (without the derived columns)."""
+    report = state.reports.get(c.id)
+    row = community_row(
+        c,
+        live,
+        state.human_ids,
+        view,
+        None,
+        period,
+        scores.get(c.id, 0.0),
+        report.title if report is not None else "",
+        state.size_history.get(c.id, ()),
+        daily,
+    )
+    return row if report is None else replace(row, unreflected=report.unreflected)
 
 
 def _dailies_of(state: JobState) -> Dailies:
