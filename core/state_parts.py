@@ -95,3 +95,18 @@ class PassValues(ValuesView[V]):
 
     def __iter__(self) -> Iterator[V]:
         return (value for _, value in self._mapping._pairs())
+
+
+class ThisProcess:
+    """This process's id, set again in a forked child (``os.register_at_fork``): every map
+    operation checks that its store was opened here, and an attribute costs less than a
+    ``getpid()`` call (a million of them in a +40 run at 100,000 articles)."""
+
+    pid = os.getpid()
+
+
+def _forked() -> None:
+    ThisProcess.pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)

@@ -52,7 +52,7 @@ from collections.abc import ItemsView, Iterable, Iterator, Mapping, MutableMappi
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from core.state_parts import READ_DIGEST, PassItems, PassValues, digest_of, is_frozen
+from core.state_parts import READ_DIGEST, PassItems, PassValues, ThisProcess, digest_of, is_frozen
 from core.state_parts import CommitError as CommitError
 from core.state_parts import CommitStats as CommitStats
 from core.state_parts import ForkedStoreError as ForkedStoreError
@@ -86,7 +86,7 @@ class StateStore:
 
     def _db(self) -> sqlite3.Connection:
         """The connection, once it is known to be open and this process's own."""
-        if os.getpid() != self._pid:
+        if self._pid != ThisProcess.pid:
             raise ForkedStoreError(self.path, self._pid)
         if self._conn is None:
             raise StateStoreError(f"{self.path}: the store is closed")
