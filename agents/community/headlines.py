@@ -78,21 +78,14 @@ def _front(
     llm_titles = {
         c.community: c.title for c in rows if c.id in heads and (llm or heads[c.id].mode == "llm")
     }
-    member_of: dict[str, list[int]] = {}
-    for c in rows:
-        for k in c.entity_ids:
-            member_of.setdefault(k, []).append(c.community)
     view = state.view
     docs = view.unit_documents()
-    documents = window_documents(
-        (
-            (docs[u], date.fromisoformat(day), view.unit_entities.get(u, ()))
-            for u, day in view.units_between(since.isoformat(), end.isoformat())
-        ),
-        member_of,
-        since,
-        end,
-    )
+    window = [
+        (docs[u], date.fromisoformat(day), view.unit_entities.get(u, ()))
+        for u, day in view.units_between(since.isoformat(), end.isoformat())
+    ]
+    keys = {k for _, _, unit_keys in window for k in unit_keys}
+    documents = window_documents(window, _member_of(rows, state, keys), since, end)
     nodes, baseline = window_nodes(rows, documents, llm_titles)
     ranked = fold(
         nodes,
@@ -109,6 +102,20 @@ def _front(
         min_ratio=cfg.headline_min_ratio,
         min_significance=cfg.headline_min_significance,
     )[: cfg.headlines_per_run]
+
+
+def _member_of(
+    rows: Sequence[SnapshotCommunity], state: JobState, keys: set[str]
+) -> dict[str, list[int]]:
+    """Each of ``keys`` with the communities holding it (by number, in ``rows``' order): an
+    intersection of sets per community rather than a pass over every member of every one."""
+    members = {c.id: c.entity_keys for c in state.communities}
+    member_of: dict[str, list[int]] = {}
+    for row in rows:
+        held = members.get(row.id)
+        for k in keys & (held if held is not None else frozenset(row.entity_ids)):
+            member_of.setdefault(k, []).append(row.community)
+    return member_of
 
 
 def _headline(
