@@ -16,7 +16,7 @@ version's summary figures (``run_meta``) and the headlines' titles, which would 
 read every report.
 
 When any of that is not known (a restarted job, reports kept in a plain dict, a store
-discarded after a failed run) ``known`` is False and the commit derives every row, as
+discarded after a failed run) ``known()`` is False and the commit derives every row, as
 before; ``remember`` then starts the cache again. It lives in memory only: it pickles empty.
 """
 
