@@ -38,6 +38,14 @@ def _changed(settings: Settings, table: str) -> int:
     return open_graph_store(settings).version_infos()[-1].changed.get(table, 0)
 
 
+async def _first_run(settings: Settings, world: World) -> JobState:
+    """The database's state, its view the world's, after one run and its save."""
+    state = load_state(settings)
+    state.view = world.view
+    await _run(settings, state)
+    return state
+
+
 def _restarted(settings: Settings, world: World) -> JobState:
     """The state as a restarted job loads it from its database, its view the world's."""
     forget_state(settings)
@@ -52,9 +60,7 @@ async def test_commits_write_the_changed_community_rows_and_match_a_whole_assemb
     settings = settings_for(tmp_path)
     world = base_world()
     try:
-        state = load_state(settings)
-        state.view = world.view
-        await _run(settings, state)
+        await _first_run(settings, world)
         state = _restarted(settings, world)
         await _run(settings, state)  # a restarted job commits every row once
         assert committed_of(state).known()
@@ -104,9 +110,7 @@ async def test_a_discarded_store_commits_every_row_again(tmp_path: Path) -> None
     settings = settings_for(tmp_path)
     world = base_world()
     try:
-        state = load_state(settings)
-        state.view = world.view
-        await _run(settings, state)
+        state = await _first_run(settings, world)
         await _run(settings, state)
         assert committed_of(state).known()
         state.reports[next(iter(state.reports))] = next(iter(state.reports.values()))

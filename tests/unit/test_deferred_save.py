@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import agents.community.runner as runner_module
 from agents.community.job import CommunityJob, RunFailed
 from agents.community.state import close_state, load_state, read_offsets, save_state
 from core.job_status import read_status
+from core.settings import Settings
 from tests.unit.test_community_run import settings_for
 
 
@@ -29,41 +31,41 @@ class _Quick:
         return "ran"
 
 
-def test_a_run_leaves_the_state_unsaved_and_save_writes_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def quick_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+    """A child whose runs commit nothing, on a saved empty state."""
     settings = settings_for(tmp_path)
     monkeypatch.setattr(runner_module, "Runner", _Quick)
     try:
         save_state(settings, load_state(settings))
-        assert read_offsets(settings) == {}
-        assert runner_module.run(settings.child_json(), [], {0: 12, 1: 3}) == "ran"
-        assert read_offsets(settings) == {}  # the version is out; the state not saved yet
-        assert runner_module.save(settings.child_json()) >= 0.0
-        assert read_offsets(settings) == {0: 12, 1: 3}
+        yield settings
     finally:
         close_state(settings)
+
+
+def test_a_run_leaves_the_state_unsaved_and_save_writes_it(quick_child: Settings) -> None:
+    settings = quick_child
+    assert read_offsets(settings) == {}
+    assert runner_module.run(settings.child_json(), [], {0: 12, 1: 3}) == "ran"
+    assert read_offsets(settings) == {}  # the version is out; the state not saved yet
+    assert runner_module.save(settings.child_json()) >= 0.0
+    assert read_offsets(settings) == {0: 12, 1: 3}
 
 
 def test_a_failed_save_leaves_the_last_save_as_the_state(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    quick_child: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = settings_for(tmp_path)
-    monkeypatch.setattr(runner_module, "Runner", _Quick)
-    try:
-        save_state(settings, load_state(settings))
-        runner_module.run(settings.child_json(), [], {0: 12})
+    settings = quick_child
+    runner_module.run(settings.child_json(), [], {0: 12})
 
-        def full_disk(*_: Any) -> None:
-            raise OSError("No space left on device")
+    def full_disk(*_: Any) -> None:
+        raise OSError("No space left on device")
 
-        monkeypatch.setattr(runner_module, "save_state", full_disk)
-        with pytest.raises(OSError, match="No space left"):
-            runner_module.save(settings.child_json())
-        assert load_state(settings).offsets == {}  # the state of the last save, not the run's
-        assert read_offsets(settings) == {}
-    finally:
-        close_state(settings)
+    monkeypatch.setattr(runner_module, "save_state", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        runner_module.save(settings.child_json())
+    assert load_state(settings).offsets == {}  # the state of the last save, not the run's
+    assert read_offsets(settings) == {}
 
 
 def _done(value: Any) -> asyncio.Future[Any]:
