@@ -24,7 +24,7 @@ from core.tables.opening import open_graph_store
 from core.tables.store import GraphTables
 from graph.aliases.resolution import alias_rows
 from graph.communities.leiden import Hierarchy
-from graph.job.state import JobState, committed_of
+from graph.job.state import JobState
 from graph.job.version_tables import (
     assemble,
     community_changes,
@@ -178,7 +178,7 @@ def run_meta(
 ) -> SnapshotMeta:
     """The run's version: its counts, offsets, and how much its kept reports leave out."""
     view, communities = state.view, state.communities
-    heads = committed_of(state).heads_of(state.reports)
+    heads = state.committed.heads_of(state.reports)
     values = [
         heads[c.id].unreflected for c in communities if c.id in heads and c.id not in regenerated
     ] or [0.0]
@@ -221,7 +221,7 @@ def commit_run(
     assembly's and the maintenance's seconds."""
     view, communities = state.view, state.communities
     fresh, removed, known = view.take_fresh(), view.take_removed(), state.tables_known
-    cache = committed_of(state)
+    cache = state.committed
     if (
         touched is None
         or removed is None

@@ -15,7 +15,7 @@ from datetime import date
 from typing import Any
 
 from core.settings.community import CommunitySettings
-from graph.job.state import JobState, committed_of
+from graph.job.state import JobState
 from graph.job.version_tables import newest_time
 from graph.trends.story_detail import StoryDetail, ViewStories, describe
 from graph.trends.storylines import (
@@ -74,7 +74,7 @@ def _front(
     llm: bool,
 ) -> list[Storyline]:
     """The window's newsworthy storylines, best first, at most ``headlines_per_run``."""
-    heads = committed_of(state).heads_of(state.reports)  # not every report read again
+    heads = state.committed.heads_of(state.reports)  # not every report read again
     llm_titles = {
         c.community: c.title for c in rows if c.id in heads and (llm or heads[c.id].mode == "llm")
     }

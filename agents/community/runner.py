@@ -50,7 +50,7 @@ from core.settings.llm import cost_usd
 from core.tables.store import GraphTables
 from core.tokenizer import count_tokens, get_encoding
 from graph.aliases.resolution import AliasChange, Resolution, alias_changes
-from graph.aliases.view import KeptNames, resolve_view
+from graph.aliases.view import resolve_view
 from graph.communities.ids import StableCommunities
 from graph.communities.leiden import Hierarchy
 from graph.communities.lineage import LineageEvent
@@ -64,7 +64,7 @@ from graph.job.run import (
     plan_reports,
     planning_scope,
 )
-from graph.job.state import HISTORY_CAP, JobState, committed_of
+from graph.job.state import HISTORY_CAP, JobState
 from graph.job.summaries import SummaryPlan, summaries_needed
 from graph.job.version_tables import fresh_ids, newest_time
 from graph.merge.view import Touched
@@ -267,7 +267,7 @@ class Runner:
         summary_plan: SummaryPlan,
     ) -> tuple[tuple[SnapshotCommunity, ...], tuple[SnapshotReport, ...]]:
         """Commit the run's version (``commit.commit_run``); its communities and reports."""
-        committed_of(self.state).take_reports(self.state.reports)
+        self.state.committed.take_reports(self.state.reports)
         meta = run_meta(
             self.state,
             version,
@@ -303,7 +303,7 @@ class Runner:
                 None if since is None else since.entities,
                 () if since is None else {s[2:] for s in since.slots if s.startswith("r:")},
                 full_every=cfg.aliases_full_every,
-                names_kept=_kept_names(state),
+                names_kept=state.kept_names,
             )
         state.aliases = alias_state
         in_force = state.names_resolved()
@@ -422,12 +422,6 @@ class Runner:
                 hist[c.id] = (*points, (version, len(c.entity_keys)))[-HISTORY_CAP:]
         for cid in [k for k in hist if k not in live]:
             del hist[cid]
-
-
-def _kept_names(state: JobState) -> KeptNames:
-    if getattr(state, "kept_names", None) is None:  # a state saved before it kept them
-        state.kept_names = KeptNames()
-    return state.kept_names
 
 
 @contextlib.contextmanager

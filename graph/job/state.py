@@ -85,6 +85,12 @@ class JobState:
     # the entities alias resolution read, kept between runs in memory only (pickled empty)
     kept_names: KeptNames = field(default_factory=KeptNames, compare=False, repr=False)
 
+    def __setstate__(self, data: dict[str, object]) -> None:
+        # a state saved before it kept these memory-only caches gets empty ones (saved ones
+        # pickle empty anyway)
+        caches = {"dailies": Dailies(), "committed": Committed(), "kept_names": KeptNames()}
+        self.__dict__.update({**caches, **data})
+
     def names_resolved(self) -> Resolution | None:
         """The resolution in force: the last run's, less the decisions a model rejected and
         the proposals it has not confirmed."""
@@ -135,10 +141,3 @@ def retry_blocked(state: JobState, item: str, now: float) -> bool:
     """True while a failed item waits for its next retry."""
     failure = state.failures.get(item)
     return failure is not None and failure.next_retry_at > now
-
-
-def committed_of(state: JobState) -> Committed:
-    """The state's ``Committed`` (a state saved before it kept one gets an empty one)."""
-    if getattr(state, "committed", None) is None:
-        state.committed = Committed()
-    return state.committed

@@ -17,8 +17,8 @@ import orjson
 from graph.aliases.resolution import alias_rows
 from graph.communities.human_ids import HumanIds
 from graph.job.committed import CommunityChanges
-from graph.job.dailies import Dailies, community_daily
-from graph.job.state import JobState, committed_of
+from graph.job.dailies import community_daily
+from graph.job.state import JobState
 from graph.job.summaries import summary
 from graph.merge.aggregates import EntityAggregate, RelationshipAggregate
 from graph.merge.view import FreshKeys, GraphView
@@ -91,7 +91,7 @@ def community_tables(
     (``graph.job.dailies``)."""
     ids = state.human_ids
     period = newest_time(view)[:10]
-    dailies, scores = _dailies_of(state).update(view, communities, touched)
+    dailies, scores = state.dailies.update(view, communities, touched)
     by_id = {c.id: c for c in communities}
     rels_by_entity = _relationships_by_entity(view) if derived else None
     snap_communities = tuple(
@@ -126,13 +126,13 @@ def community_changes(
     """The community and report rows that changed since the last commit, with every
     community's row (``graph.job.committed``); every row (``whole``) when that is not known.
     ``touched`` as for ``community_tables``."""
-    cache = committed_of(state)
+    cache = state.committed
     if not cache.known():
         every, reports = community_tables(view, state, communities, derived=False, touched=touched)
         return CommunityChanges(every, every, reports, whole=True)
     assert cache.rows is not None and cache.communities is not None  # known()
     assert cache.reports_changed is not None
-    dailies, scores = _dailies_of(state).update(view, communities, touched)
+    dailies, scores = state.dailies.update(view, communities, touched)
     before, changed_reports = cache.communities, cache.reports_changed
     live = {c.id: c for c in communities}
     gone = frozenset(k for k in before if k not in live)
@@ -187,12 +187,6 @@ def _row_now(
         daily,
     )
     return row if report is None else replace(row, unreflected=report.unreflected)
-
-
-def _dailies_of(state: JobState) -> Dailies:
-    if getattr(state, "dailies", None) is None:  # a state saved before it kept them
-        state.dailies = Dailies()
-    return state.dailies
 
 
 ROW_TABLES = ("entities", "relationships", "text_units", "documents", "claims")

@@ -5,13 +5,17 @@ merged and dissolved communities, regenerated and kept reports, a newer news day
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 from agents.community.runner import Runner
 from agents.community.state import close_state, forget_state, load_state, save_state
 from core.settings import Settings
 from core.tables.opening import open_graph_store
-from graph.job.state import JobState, committed_of
+from graph.aliases.view import KeptNames
+from graph.job.committed import Committed
+from graph.job.dailies import Dailies
+from graph.job.state import JobState
 from graph.job.version_tables import assemble
 from graph.keys import entity_key
 from graph.merge.changes import entity_changed, text_unit_retracted
@@ -31,7 +35,7 @@ def _tables_match_a_whole_assembly(settings: Settings, state: JobState) -> None:
         assert row_digests(name, getattr(loaded, name)) == row_digests(
             name, getattr(whole, name)
         ), name
-    committed_of(state).rows = None  # the assembly re-summed every community: start again
+    state.committed.rows = None  # the assembly re-summed every community: start again
 
 
 def _changed(settings: Settings, table: str) -> int:
@@ -63,7 +67,7 @@ async def test_commits_write_the_changed_community_rows_and_match_a_whole_assemb
         await _first_run(settings, world)
         state = _restarted(settings, world)
         await _run(settings, state)  # a restarted job commits every row once
-        assert committed_of(state).known()
+        assert state.committed.known()
         _tables_match_a_whole_assembly(settings, state)
         await _run(settings, state)
 
@@ -112,14 +116,24 @@ async def test_a_discarded_store_commits_every_row_again(tmp_path: Path) -> None
     try:
         state = await _first_run(settings, world)
         await _run(settings, state)
-        assert committed_of(state).known()
+        assert state.committed.known()
         state.reports[next(iter(state.reports))] = next(iter(state.reports.values()))
         state = _restarted(settings, world)  # a failed run: the copy is dropped
-        committed_of(state).take_reports(state.reports)
-        assert not committed_of(state).known()
+        state.committed.take_reports(state.reports)
+        assert not state.committed.known()
         world.say("doc-new", [("Vega A 9", "Vega A 9 joined.")], [])
         await _run(settings, state)
-        assert committed_of(state).known()
+        assert state.committed.known()
         _tables_match_a_whole_assembly(settings, state)
     finally:
         close_state(settings)
+
+
+def test_a_state_saved_before_the_memory_caches_loads_with_empty_ones() -> None:
+    old = JobState()
+    for name in ("dailies", "committed", "kept_names"):
+        del old.__dict__[name]  # as a state pickled before it had them
+    loaded = pickle.loads(pickle.dumps(old))
+    assert isinstance(loaded.dailies, Dailies) and not loaded.dailies.sums
+    assert isinstance(loaded.committed, Committed) and not loaded.committed.known()
+    assert isinstance(loaded.kept_names, KeptNames) and not loaded.kept_names
