@@ -62,7 +62,7 @@ CHANGED = 2_000
 LOAD_CHUNK = 10_000
 TYPES = ("organization", "person", "geo", "event", "commodity")
 WORDS = "rates bank said oil prices quarter shares rose fell market trade deal talks".split()
-MEASURES = ("core/state_store.py",)
+MEASURES = ("core/state_store.py", "core/disk_map.py", "core/state_parts.py")
 MIB = 1024 * 1024
 
 TARGETS = {

@@ -1,5 +1,6 @@
 """The state store's errors, the record of a commit, how a map tells a value that cannot
-change in place (``DiskMap.values_frozen``), and the views of its whole passes; apart so
+change in place (``DiskMap.values_frozen``), the reads a frozen map holds, and the views of
+its whole passes; apart so
 ``core.state_store`` keeps to the maps."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import os
 from collections.abc import ItemsView, Iterator, ValuesView
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from core.errors import KgragError
 
@@ -95,6 +96,58 @@ class PassValues(ValuesView[V]):
 
     def __iter__(self) -> Iterator[V]:
         return (value for _, value in self._mapping._pairs())
+
+
+class HeldReads(Generic[V]):
+    """The values a frozen map read since its last commit, the most recent only: at most
+    ``cap`` of them and ``bytes_cap`` bytes of their pickles. A count alone let a map of large
+    values (report bases of thousands of fingerprints) hold hundreds of MiB over a large
+    run; the oldest read goes first, and is read again from the file if asked."""
+
+    __slots__ = ("_bytes", "_sizes", "_values", "bytes_cap", "cap")
+
+    def __init__(self, cap: int = 20_000, bytes_cap: int = 8 * 2**20) -> None:
+        self._values: dict[str, V] = {}
+        self._sizes: dict[str, int] = {}
+        self._bytes = 0
+        self.cap = cap
+        self.bytes_cap = bytes_cap
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __getitem__(self, key: str) -> V:
+        return self._values[key]
+
+    @property
+    def bytes(self) -> int:
+        """The pickled bytes of the values held."""
+        return self._bytes
+
+    def keep(self, key: str, value: V, size: int) -> None:
+        """Hold ``value`` (``size`` bytes pickled), letting the oldest go past either cap."""
+        self.drop(key)
+        self._values[key], self._sizes[key] = value, size
+        self._bytes += size
+        while self._values and (len(self._values) > self.cap or self._bytes > self.bytes_cap):
+            self.drop(next(iter(self._values)))
+
+    def drop(self, key: str) -> None:
+        """Let go of ``key``'s value, if held."""
+        if key in self._values:
+            del self._values[key]
+            self._bytes -= self._sizes.pop(key)
+
+    def clear(self) -> None:
+        self._values.clear()
+        self._sizes.clear()
+        self._bytes = 0
 
 
 class ThisProcess:

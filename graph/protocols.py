@@ -6,11 +6,23 @@ start-up and passed in, so ``graph/`` never imports a network library.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from graph.versions.model import Snapshot
+
+V = TypeVar("V")
+D = TypeVar("D")
+
+
+def peek(mapping: Mapping[str, V], key: str, default: D) -> V | D:
+    """``mapping[key]``, else ``default``, for a caller that only reads the value: a map that
+    offers ``peek`` (the job's on-disk ``core.disk_map.DiskMap``) then does not hold it until
+    its next commit, so a read-only walk over much of the graph costs no lasting memory. The
+    caller must not change the value in place."""
+    look = getattr(mapping, "peek", None)
+    return mapping.get(key, default) if look is None else look(key, default)
 
 
 @dataclass(frozen=True, slots=True)

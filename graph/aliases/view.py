@@ -14,6 +14,7 @@ from graph.aliases.names import CONNECTORS, acronym_of, spells
 from graph.aliases.resolution import Evidence, Named, Resolution
 from graph.aliases.rules import resolve_scope
 from graph.merge.view import GraphView
+from graph.protocols import peek
 
 
 def resolve_changed(
@@ -186,7 +187,7 @@ class ViewNames(Mapping[str, Named]):
         made = self._made.get(key)
         if made is None:
             agg = self.view.entities[key]
-            units = frozenset(self.view.entity_units.get(key, ()))
+            units = frozenset(peek(self.view.entity_units, key, ()))
             docs = self.view.unit_documents()
             made = Named(
                 key=key,

@@ -46,6 +46,7 @@ from typing import Any, Literal
 
 from graph.model import Community
 from graph.pickling import by_fields
+from graph.protocols import peek
 from graph.reports.context import ReportClaim
 
 EvidenceSet = frozenset[str]  # fingerprints, 16 hex characters each
@@ -55,6 +56,7 @@ LiveEvidence = AbstractSet[str]
 Reason = Literal["no_report", "membership_changed", "new_evidence", "child_report_regenerated"]
 
 _FP_BYTES = 8
+_NO_EDGES: Mapping[str, frozenset[str]] = {}  # read only: an entity with no edge
 _SPACE = re.compile(r"\s+")
 _TRAILING = re.compile(r"[\s.;,:!]+$")
 
@@ -275,7 +277,7 @@ class EvidenceIndex:
         pairs_at = self._pairs_at(old_pairs) if old_pairs else {}
         for v in left:
             evidence.difference_update(old_facts.get(v, self.entity_facts.get(v, ())))
-            for prints in _within(self.edge_facts.get(v, {}), was):
+            for prints in _within(peek(self.edge_facts, v, _NO_EDGES), was):
                 evidence.difference_update(prints)  # a rewritten pair's old facts: below
         for v in touched_was:
             evidence.difference_update(old_facts[v])
@@ -284,13 +286,13 @@ class EvidenceIndex:
                     evidence.difference_update(old_pairs[(a, b)])
         for v in came:
             evidence.update(self.entity_facts.get(v, ()))
-            for prints in _within(self.edge_facts.get(v, {}), members):
+            for prints in _within(peek(self.edge_facts, v, _NO_EDGES), members):
                 evidence.update(prints)
         for v in touched_now:
             evidence.update(self.entity_facts.get(v, ()))
             for a, b in pairs_at.get(v, ()):
                 if a in members and b in members:
-                    evidence.update(self.edge_facts.get(a, {}).get(b, ()))
+                    evidence.update(peek(self.edge_facts, a, _NO_EDGES).get(b, ()))
 
     def _pairs_at(
         self, old_pairs: dict[tuple[str, str], frozenset[str]]
@@ -312,7 +314,7 @@ class EvidenceIndex:
         out: set[str] = set()
         for key in members:
             out.update(self.entity_facts.get(key, ()))
-            for prints in _within(self.edge_facts.get(key, {}), members):
+            for prints in _within(peek(self.edge_facts, key, _NO_EDGES), members):
                 out.update(prints)
         return frozenset(out)
 
@@ -320,9 +322,9 @@ class EvidenceIndex:
         """The keys of the relationships with both ends in ``keys``, sorted."""
         out: list[str] = []
         for key in keys:
-            for neighbour in self.edge_facts.get(key, {}):
+            for neighbour in peek(self.edge_facts, key, _NO_EDGES):
                 if key <= neighbour and neighbour in keys:
-                    out.extend(self._by_pair[pair_key((key, neighbour))])
+                    out.extend(peek(self._by_pair, pair_key((key, neighbour)), ()))
         return sorted(out)
 
 

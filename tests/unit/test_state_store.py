@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from core import state_store
+from core import disk_map
 from core.state_pickle import to_disk
 from core.state_store import (
     CommitError,
@@ -35,8 +35,8 @@ Op = Callable[[DiskMap[set[int]], Rows, random.Random], None]
 @pytest.fixture
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     """Batches and key chunks of a few rows, so a dozen rows cross their boundaries."""
-    monkeypatch.setattr(state_store, "_BATCH", 5)
-    monkeypatch.setattr(state_store, "_CHUNK", 3)
+    monkeypatch.setattr(disk_map, "_BATCH", 5)
+    monkeypatch.setattr(disk_map, "_CHUNK", 3)
 
 
 def _filled(path: Path, rows: dict[str, object], name: str = "rows") -> StateStore:
@@ -224,7 +224,7 @@ def test_a_frozen_map_reads_without_pickling_and_commits_only_what_was_written(
         pickled.append(value)
         return dumps(value, *args)
 
-    monkeypatch.setattr(state_store.pickle, "dumps", counting)
+    monkeypatch.setattr(disk_map.pickle, "dumps", counting)
     read = [m[k] for k in KEYS[:10]] + list(m.get_many(KEYS[10:14]).values())
     assert [r.count for r in read] == list(range(14))
     assert pickled == []  # a read pickles nothing
@@ -240,7 +240,7 @@ def test_a_frozen_map_holds_only_its_most_recent_reads(tmp_path: Path) -> None:
     rows = {k: _Row(k, i) for i, k in enumerate(KEYS)}
     store = _filled(tmp_path / "s.db", rows)
     m = store.map("rows")
-    m.values_frozen, m.read_cap = True, 3
+    m.values_frozen, m._read.cap = True, 3
     assert [m[k] for k in KEYS[:10]] == [rows[k] for k in KEYS[:10]]
     assert list(m._read) == KEYS[7:10] and m._loaded == {}  # the oldest reads were let go
     assert m.get_many(KEYS[:12]) == {k: rows[k] for k in KEYS[:12]}  # all, whatever the cap
@@ -250,9 +250,21 @@ def test_a_frozen_map_holds_only_its_most_recent_reads(tmp_path: Path) -> None:
     del m[KEYS[2]]
     stats = store.commit()
     assert (stats.rows_written, stats.rows_deleted) == (2, 1)
-    assert m._read == {} and m._loaded == {}
+    assert len(m._read) == 0 and m._read.bytes == 0 and m._loaded == {}
     assert m[KEYS[1]].count == -1 and m[KEYS[11]].count == -2 and KEYS[2] not in m
     assert len(m) == len(KEYS) - 1
+
+
+def test_a_frozen_map_holds_reads_up_to_a_byte_budget(tmp_path: Path) -> None:
+    rows = {k: ("x" * 1000, i) for i, k in enumerate(KEYS)}  # about 1 KB pickled each
+    store = _filled(tmp_path / "s.db", rows)
+    m = store.map("rows")
+    m.values_frozen, m._read.bytes_cap = True, 3500
+    assert [m[k] for k in KEYS[:10]] == [rows[k] for k in KEYS[:10]]
+    assert list(m._read) == KEYS[7:10] and 3000 < m._read.bytes <= 3500
+    m[KEYS[9]] = ("y", 0)  # a held read written: let go, its bytes with it
+    assert list(m._read) == KEYS[7:9] and 2000 < m._read.bytes <= 2400
+    assert m[KEYS[0]] == rows[KEYS[0]] and list(m._read) == [KEYS[7], KEYS[8], KEYS[0]]
 
 
 @pytest.mark.parametrize("value", [{1}, {"a": 1}, [1], _Loose("x")])
