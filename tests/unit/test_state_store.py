@@ -26,6 +26,7 @@ from core.state_store import (
     StateStoreError,
     UnpicklableValueError,
 )
+from graph.protocols import peek
 
 KEYS = [f"e:{i:02x}" for i in range(24)]
 Rows = dict[str, set[int]]
@@ -265,6 +266,22 @@ def test_a_frozen_map_holds_reads_up_to_a_byte_budget(tmp_path: Path) -> None:
     m[KEYS[9]] = ("y", 0)  # a held read written: let go, its bytes with it
     assert list(m._read) == KEYS[7:9] and 2000 < m._read.bytes <= 2400
     assert m[KEYS[0]] == rows[KEYS[0]] and list(m._read) == [KEYS[7], KEYS[8], KEYS[0]]
+
+
+def test_peek_reads_without_holding_and_sees_what_is_held(tmp_path: Path) -> None:
+    store = _filled(tmp_path / "s.db", {"a": {1}, "b": {2}})
+    m = store.map("rows")
+    assert m.peek("a") == {1} and m._loaded == {}  # read, not held: no digest, no commit
+    assert m.peek("gone", ()) == () and peek(m, "gone", 0) == 0 and peek({"x": 1}, "x", 0) == 1
+    m["b"].add(3)  # held by the ordinary read, changed in place
+    assert m.peek("b") == {2, 3}
+    del m["a"]
+    assert m.peek("a") is None
+    stats = store.commit()
+    assert (stats.rows_written, stats.rows_deleted) == (1, 1) and m.peek("b") == {2, 3}
+    frozen = _filled(tmp_path / "f.db", {"r": _Row("r", 1)}).map("rows")
+    frozen.values_frozen = True
+    assert frozen.peek("r") == _Row("r", 1) and list(frozen._read) == ["r"]  # held as reads are
 
 
 @pytest.mark.parametrize("value", [{1}, {"a": 1}, [1], _Loose("x")])
