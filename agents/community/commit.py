@@ -252,7 +252,7 @@ def commit_run(
         "communities": changes.gone_communities,
         "community_reports": changes.gone_reports,
     }
-    complete = ("communities", "community_reports") if changes.whole else ()
+    complete = ("communities",) if changes.whole else ()
     rows["aliases"] = alias_rows(view, state.names_resolved())
     timings["snapshot_assemble"] = round(time.monotonic() - started, 3)
     store.last_maintain_s = 0.0

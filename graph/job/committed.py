@@ -34,8 +34,9 @@ from graph.versions.model import SnapshotCommunity, SnapshotReport
 class CommunityChanges:
     """A commit's community and report rows: ``rows`` every community's (in the run's order,
     for the headlines), ``upserts`` those to write, ``reports`` the report rows to write,
-    and the ids whose community or report row goes. ``whole``: the rows to write are all of
-    them (what changed was not known), and a row not among them goes."""
+    and the ids whose community or report row goes. ``whole``: the community rows to write
+    are all of them (what changed was not known), and a community row not among them goes;
+    the reports are then those that differ from the tables' (all read, one at a time)."""
 
     rows: tuple[SnapshotCommunity, ...]
     upserts: tuple[SnapshotCommunity, ...]

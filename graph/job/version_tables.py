@@ -7,7 +7,7 @@ emerging score of each community comes from its members' mentions per day of doc
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from datetime import date
 from typing import Any
@@ -35,6 +35,7 @@ from graph.versions.model import (
     SnapshotTextUnit,
     report_body,
 )
+from graph.versions.rows import row_digests
 
 
 def degrees(view: GraphView) -> Counter[str]:
@@ -62,7 +63,8 @@ def assemble(
 ) -> Snapshot:
     """The snapshot tables from the view, the state's summaries, ids and reports."""
     rows = row_tables(view, state, deg=degrees(view))
-    snap_communities, reports = community_tables(view, state, communities)
+    snap_communities = community_tables(view, state, communities)
+    reports = tuple(_reports(state, communities))
     return Snapshot(
         meta,
         rows["entities"],
@@ -83,8 +85,8 @@ def community_tables(
     *,
     derived: bool = True,
     touched: set[str] | None = None,
-) -> tuple[tuple[SnapshotCommunity, ...], tuple[SnapshotReport, ...]]:
-    """The communities and community_reports tables of a run. ``derived=False`` leaves out
+) -> tuple[SnapshotCommunity, ...]:
+    """The communities table of a run. ``derived=False`` leaves out
     the columns the graph tables derive on reading (a community's relationship and text-unit
     ids), which a commit does not store. ``touched``: the entities changes touched since the
     last call (None: not known), whose communities' mentions per day are summed again
@@ -113,8 +115,28 @@ def community_tables(
         replace(sc, unreflected=state.reports[sc.id].unreflected) if sc.id in state.reports else sc
         for sc in snap_communities
     )
-    reports = tuple(state.reports[c.id] for c in communities if c.id in state.reports)
-    return snap_communities, reports
+    return snap_communities
+
+
+def _reports(state: JobState, communities: tuple[Community, ...]) -> Iterator[SnapshotReport]:
+    for c in communities:
+        report = state.reports.get(c.id)
+        if report is not None:
+            yield report
+
+
+def _reports_differing(
+    state: JobState, communities: tuple[Community, ...], known: Mapping[str, bytes]
+) -> tuple[tuple[SnapshotReport, ...], frozenset[str]]:
+    """The reports whose row differs from ``known`` (the tables' digests by id), read one at
+    a time rather than all held at once (tens of thousands at 100,000 articles), and the ids
+    ``known`` holds that no live community's report has."""
+    differing, live = [], set()
+    for report in _reports(state, communities):
+        live.add(report.id)
+        if known.get(report.id) != row_digests("community_reports", (report,))[report.id]:
+            differing.append(report)
+    return tuple(differing), frozenset(k for k in known if k not in live)
 
 
 def community_changes(
@@ -128,8 +150,10 @@ def community_changes(
     ``touched`` as for ``community_tables``."""
     cache = state.committed
     if not cache.known():
-        every, reports = community_tables(view, state, communities, derived=False, touched=touched)
-        return CommunityChanges(every, every, reports, whole=True)
+        every = community_tables(view, state, communities, derived=False, touched=touched)
+        had = state.tables_known.digests.get("community_reports", {}) if state.tables_known else {}
+        reports, gone = _reports_differing(state, communities, had)
+        return CommunityChanges(every, every, reports, gone_reports=gone, whole=True)
     assert cache.rows is not None and cache.communities is not None  # known()
     assert cache.reports_changed is not None
     dailies, scores = state.dailies.update(view, communities, touched)

@@ -87,25 +87,46 @@ async def test_commits_write_the_changed_community_rows_and_match_a_whole_assemb
 
         # a group's documents retracted: its communities dissolve, their rows and reports go
         before = {c.id for c in state.communities}
-        for i in range(1, world.chunks + 1):
-            unit = state.view.text_units.get(f"chunk-{i}")
-            if unit is None or not unit.document_id.startswith("doc-Lyra"):
-                continue
-            for key in list(state.view.unit_entities.get(unit.id, ())):
-                state.view.apply(
-                    entity_changed(
-                        key,
-                        None,
-                        chunk_id=unit.id,
-                        document_id=unit.document_id,
-                        retraction=True,
-                    )
-                )
-            state.view.apply(text_unit_retracted(unit.id, unit.document_id))
+        _retract(state, world.chunks, "doc-Lyra")
         await _run(settings, state)
         assert before - {c.id for c in state.communities}  # some communities dissolved
         assert not any(entity_key("Lyra 0") in c.entity_keys for c in state.communities)
         _tables_match_a_whole_assembly(settings, state)
+    finally:
+        close_state(settings)
+
+
+def _retract(state: JobState, chunks: int, prefix: str) -> None:
+    """Retract every document whose id starts with ``prefix``."""
+    for i in range(1, chunks + 1):
+        unit = state.view.text_units.get(f"chunk-{i}")
+        if unit is None or not unit.document_id.startswith(prefix):
+            continue
+        for key in list(state.view.unit_entities.get(unit.id, ())):
+            state.view.apply(
+                entity_changed(
+                    key, None, chunk_id=unit.id, document_id=unit.document_id, retraction=True
+                )
+            )
+        state.view.apply(text_unit_retracted(unit.id, unit.document_id))
+
+
+async def test_a_restarted_job_commits_what_differs_and_drops_what_dissolved(
+    tmp_path: Path,
+) -> None:
+    settings = settings_for(tmp_path)
+    world = base_world()
+    try:
+        state = await _first_run(settings, world)
+        await _run(settings, state)
+        before = {c.id for c in state.communities}
+        state = _restarted(settings, world)  # what the last commit wrote is not known
+        _retract(state, world.chunks, "doc-Lyra")
+        await _run(settings, state)
+        assert before - {c.id for c in state.communities}  # some communities dissolved
+        assert state.committed.known()
+        assert _changed(settings, "community_reports") < len(state.reports)  # not all again
+        _tables_match_a_whole_assembly(settings, state)  # their reports' rows went too
     finally:
         close_state(settings)
 
