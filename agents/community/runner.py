@@ -45,6 +45,7 @@ from agents.community.state import forget_state, load_state, save_state
 from agents.community.texts import Texts
 from agents.community.vectors import write_report_vectors
 from agents.community.writers import Writers, build_writers
+from core.malloc import trim_heap
 from core.settings import Settings
 from core.settings.llm import cost_usd
 from core.tables.store import GraphTables
@@ -105,6 +106,7 @@ def save(settings_json: str) -> float:
         forget_state(settings)
         forget_store(settings)
         raise
+    trim_heap()  # what the run freed, given back rather than kept at its largest size
     return round(time.monotonic() - started, 3)
 
 
