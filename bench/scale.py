@@ -19,7 +19,10 @@ Figures per corpus: ``articles``, ``job_pss_mib``, ``worker_tree_pss_mib``, ``in
 the first complete run), ``plus40_run_s`` (the runs without their commits), ``plus40_commit_s``
 (the runs' commit phases, plus light commits of the same articles made before them),
 ``plus40_total_s`` (their sum per repeat), each a median of 3 with min and max;
-``plus40_runs`` (how many runs took each +40 in); then
+``plus40_runs`` (how many runs took each +40 in); for where memory goes (not scored):
+``job_pss_peak`` (at the peak: seconds since the sampling began, the job's own process and its
+children, and the job's status then), ``largest_run`` (the run of most changes its status
+named) and ``job_pss_timeline`` (seconds, MiB each minute); then
 ``job_kib_per_article`` (the growth of ``job_pss_mib`` between the two sizes, per article)
 and the ratio of the +40 totals. ``--baseline`` writes the same figures under ``baseline``
 too (the measurement of the code before the bounded-memory work); later runs carry the
@@ -103,20 +106,51 @@ def is_job(pid: int) -> bool:
 
 @dataclass
 class PssSampler:
-    """Samples, every ``period_s``, the summed PSS of the worker's tree and of the job's."""
+    """Samples, every ``period_s``, the summed PSS of the worker's tree and of the job's.
+    For where the peak comes from (figures, not targets): the job's PSS at the peak split
+    between the job's own process and its children, with what the job's status said then,
+    the largest run the status named, and the job's PSS every ``timeline_s``."""
 
     worker_pid: int
+    settings: Settings | None = None
     period_s: float = 1.0
+    timeline_s: float = 60.0
     job_max_kib: int = 0
     tree_max_kib: int = 0
     samples: int = 0
+    peak: dict[str, Any] = field(default_factory=dict)
+    largest_run: dict[str, Any] = field(default_factory=dict)
+    timeline: list[tuple[float, float]] = field(default_factory=list)
+    _started: float = field(default_factory=time.monotonic)
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def sample(self) -> None:
         tree = [self.worker_pid, *descendants(self.worker_pid)]
         jobs = [p for p in tree if is_job(p)]
-        job_tree = {p for j in jobs for p in (j, *descendants(j))}
-        self.job_max_kib = max(self.job_max_kib, sum(pss_kib(p) for p in job_tree))
+        own = sum(pss_kib(j) for j in jobs)
+        children = sum(pss_kib(p) for j in jobs for p in descendants(j))
+        at = round(time.monotonic() - self._started, 1)
+        status = read_status(self.settings) if self.settings is not None else None
+        run = status.last_run if status is not None else None
+        if run is not None and run.changes > self.largest_run.get("changes", -1):
+            self.largest_run = {
+                "version": run.version,
+                "changes": run.changes,
+                "duration_s": run.duration_s,
+                "phases": run.phases,
+            }
+        if own + children > self.job_max_kib:
+            self.job_max_kib = own + children
+            self.peak = {
+                "at_s": at,
+                "job_process_mib": round(own / 1024, 1),
+                "children_mib": round(children / 1024, 1),
+                "state": status.state if status is not None else None,
+                "pending_changes": status.pending_changes if status is not None else None,
+                "last_version": run.version if run is not None else None,
+            }
+        if not self.timeline or at - self.timeline[-1][0] >= self.timeline_s:
+            self.timeline.append((at, round((own + children) / 1024, 1)))
         self.tree_max_kib = max(self.tree_max_kib, sum(pss_kib(p) for p in tree))
         self.samples += 1
 
@@ -234,7 +268,7 @@ async def measure(base: Settings, corpus: Corpus, n: int, timeout_s: float) -> d
     work = Path(tempfile.mkdtemp(prefix=f"kgrag-bench-scale-{n}-"))
     async with fresh_namespace(base, f"bench-scale-{n}", work) as settings:
         worker = start_worker(settings, {})
-        sampler = PssSampler(worker.pid)
+        sampler = PssSampler(worker.pid, settings)
         watch = RunWatch(settings)
         try:
             await wait_ready(settings, worker, timeout=300)
@@ -268,6 +302,9 @@ async def measure(base: Settings, corpus: Corpus, n: int, timeout_s: float) -> d
         "job_pss_mib": round(sampler.job_max_kib / 1024, 1),
         "worker_tree_pss_mib": round(sampler.tree_max_kib / 1024, 1),
         "pss_samples": sampler.samples,
+        "job_pss_peak": sampler.peak,
+        "largest_run": sampler.largest_run,
+        "job_pss_timeline": sampler.timeline,
         "ingest_s": round(ingest_s, 1),
         "plus40_run_s": timing(runs, 3),
         "plus40_commit_s": timing(commits, 3),
