@@ -41,12 +41,15 @@ Neither a store nor a map pickles: a whole-state pickle that reached one would m
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, BinaryIO, NoReturn
 
 from core.disk_map import DiskMap as DiskMap
 from core.state_parts import CommitError as CommitError
@@ -58,6 +61,27 @@ from core.state_parts import UnpicklableValueError as UnpicklableValueError
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _JOURNAL_LIMIT = 64 * 1024 * 1024  # bytes the write-ahead log keeps after a checkpoint
+_STREAM_CHUNK = 1 << 20  # bytes per write of a blob streamed into the database
+
+
+class _BlobReader(io.RawIOBase):
+    """An SQLite blob read as a raw stream (``io.BufferedReader`` adds what pickle needs)."""
+
+    def __init__(self, blob: sqlite3.Blob) -> None:
+        self._blob = blob
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._blob.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._blob.close()
+        super().close()
 
 
 class StateStore:
@@ -75,6 +99,7 @@ class StateStore:
         )
         self._maps: dict[str, DiskMap[Any]] = {}
         self._meta: dict[str, bytes] = {}
+        self._meta_files: dict[str, Path] = {}  # large blobs written to a file, streamed in
 
     def _db(self) -> sqlite3.Connection:
         """The connection, once it is known to be open and this process's own."""
@@ -111,7 +136,50 @@ class StateStore:
     def put_meta(self, name: str, blob: bytes) -> None:
         """Keep ``blob`` under ``name``; it is written by the next commit."""
         self._db()
+        self._drop_meta_file(name)
         self._meta[name] = bytes(blob)
+
+    @contextlib.contextmanager
+    def meta_file(self, name: str) -> Iterator[BinaryIO]:
+        """A file to write a large blob into (``pickle.dump``), kept under ``name`` by the next
+        commit, which streams it into the database: the blob is never whole in memory, as a
+        ``pickle.dumps`` of the job's state at 100,000 articles (165 MB, in a buffer grown by
+        doubling) was. The file is removed at that commit, or at a discard."""
+        self._db()
+        self._meta.pop(name, None)
+        self._drop_meta_file(name)
+        path = self.path.with_name(f"{self.path.name}.{name}.pending")
+        try:
+            with open(path, "wb") as fh:
+                yield fh
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+        self._meta_files[name] = path
+
+    def _drop_meta_file(self, name: str) -> None:
+        path = self._meta_files.pop(name, None)
+        if path is not None:
+            path.unlink(missing_ok=True)
+
+    def open_meta(self, name: str) -> BinaryIO | None:
+        """The committed blob ``name`` as a buffered stream read from the database piece by
+        piece (``pickle.load`` takes it without the blob whole in memory), else None. Read it
+        to the end and close it before the next commit, which may rewrite the row."""
+        db = self._db()
+        row = db.execute("SELECT rowid FROM meta WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            return None
+        return io.BufferedReader(_BlobReader(db.blobopen("meta", "value", row[0], readonly=True)))
+
+    def _write_meta_files(self, db: sqlite3.Connection) -> None:
+        for name, path in self._meta_files.items():
+            size = path.stat().st_size
+            db.execute("INSERT OR REPLACE INTO meta VALUES (?, zeroblob(?))", (name, size))
+            (rowid,) = db.execute("SELECT rowid FROM meta WHERE name = ?", (name,)).fetchone()
+            with db.blobopen("meta", "value", rowid) as blob, open(path, "rb") as fh:
+                while chunk := fh.read(_STREAM_CHUNK):
+                    blob.write(chunk)
 
     def commit(self) -> CommitStats:
         """Write every map's pending changes and the meta puts in one transaction, then clear
@@ -126,6 +194,7 @@ class StateStore:
                 w, d = each._flush(db)
                 written, deleted = written + w, deleted + d
             db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", self._meta.items())
+            self._write_meta_files(db)
             db.execute("COMMIT")
         except BaseException as e:
             if db.in_transaction:
@@ -136,6 +205,8 @@ class StateStore:
         for each in self._maps.values():
             each._committed()
         self._meta.clear()
+        for name in list(self._meta_files):
+            self._drop_meta_file(name)
         return CommitStats(written, deleted, time.perf_counter() - started)
 
     def discard(self) -> None:
@@ -146,6 +217,8 @@ class StateStore:
             each._discard()
             each._changes = None  # what changed since a take is not known any more
         self._meta.clear()
+        for name in list(self._meta_files):
+            self._drop_meta_file(name)
 
     def close(self) -> None:
         """Close the file; uncommitted changes are dropped. Closing twice is harmless."""

@@ -15,12 +15,13 @@ nothing that did not change. A data directory written by an earlier version (a w
 
 from __future__ import annotations
 
-import io
+import contextlib
 import logging
 import pickle
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -119,8 +120,12 @@ def load_state(settings: Settings) -> JobState:
     if job_dir(settings) in _STATE:
         return _STATE[job_dir(settings)]
     store = _store(settings)
-    blob = store.get_meta(STATE_BLOB)
-    state = _from_blob(blob, store) if blob is not None else _moved_in(settings, store)
+    blob = store.open_meta(STATE_BLOB)  # read piece by piece, never whole in memory
+    if blob is None:
+        state = _moved_in(settings, store)
+    else:
+        with blob:
+            state = _from_blob(blob, store)
     _STATE[job_dir(settings)] = state
     return state
 
@@ -169,24 +174,25 @@ def _held_maps(state: JobState) -> list[tuple[str, Any, str]]:
     ]
 
 
-def _state_blob(state: JobState) -> bytes:
-    """The state pickled with each of its maps as the name of its table. The maps are swapped
-    out around a plain pickle rather than named by a persistent-id hook, which pickle would
-    call for every object of the state (twice as slow at 100,000 articles); a map held
-    anywhere else refuses to pickle, loudly."""
+@contextlib.contextmanager
+def _maps_named(state: JobState) -> Iterator[JobState]:
+    """The state with each of its maps swapped for the name of its table, to pickle it. The
+    maps are swapped out around a plain pickle rather than named by a persistent-id hook,
+    which pickle would call for every object of the state (twice as slow at 100,000
+    articles); a map held anywhere else refuses to pickle, loudly."""
     held = []
     for table, owner, attribute in _held_maps(state):
         held.append((owner, attribute, getattr(owner, attribute)))
         setattr(owner, attribute, _MapRef(table))
     try:
-        return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+        yield state
     finally:
         for owner, attribute, value in held:
             setattr(owner, attribute, value)
 
 
-def _from_blob(blob: bytes, store: StateStore) -> JobState:
-    state: JobState = _Unpickler(io.BytesIO(blob)).load()
+def _from_blob(blob: BinaryIO, store: StateStore) -> JobState:
+    state: JobState = _Unpickler(blob).load()
     for table, owner, attribute in _held_maps(state):
         value = getattr(owner, attribute)
         if isinstance(value, _MapRef):
@@ -276,7 +282,8 @@ def save_state(settings: Settings, state: JobState) -> CommitStats:
     for table, owner, attribute in _held_maps(state):  # maps built in memory move in
         if not isinstance(getattr(owner, attribute), DiskMap):
             setattr(owner, attribute, to_disk(store, table, getattr(owner, attribute)))
-    store.put_meta(STATE_BLOB, _state_blob(state))
+    with _maps_named(state), store.meta_file(STATE_BLOB) as fh:
+        pickle.dump(state, fh, protocol=pickle.HIGHEST_PROTOCOL)
     store.put_meta(OFFSETS_BLOB, orjson.dumps({str(p): o for p, o in state.offsets.items()}))
     return store.commit()
 

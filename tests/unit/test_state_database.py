@@ -167,7 +167,8 @@ async def test_an_evidence_index_an_earlier_version_kept_in_the_blob_moves_in(
         earlier = tuple(m for m in DISK_MAPS if m[1] != "evidence")
         with monkeypatch.context() as m:
             m.setattr(state_module, "DISK_MAPS", earlier)
-            store.put_meta(STATE_BLOB, state_module._state_blob(job.state))
+            with state_module._maps_named(job.state):
+                store.put_meta(STATE_BLOB, pickle.dumps(job.state, pickle.HIGHEST_PROTOCOL))
         for table, holder, _ in DISK_MAPS:
             if holder == "evidence":
                 store.map(table).clear()

@@ -474,6 +474,38 @@ def test_meta_blobs_round_trip_through_a_commit(tmp_path: Path) -> None:
         assert again.get_meta("small") == blob and again.get_meta("other") == b"y"
 
 
+def test_a_large_blob_streams_in_through_a_file_and_out_through_a_reader(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "s.db")
+    value = {"rows": [bytes([i % 256]) * 1000 for i in range(3000)]}  # 3 MB: several chunks
+    assert store.open_meta("state") is None
+    with store.meta_file("state") as fh:
+        pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    pending = list(tmp_path.glob("*.pending"))
+    assert len(pending) == 1 and store.open_meta("state") is None  # written at the commit
+    store.commit()
+    assert not list(tmp_path.glob("*.pending"))
+    reader = store.open_meta("state")
+    assert reader is not None
+    with reader:
+        assert pickle.load(reader) == value
+    assert pickle.loads(store.get_meta("state") or b"") == value
+    with store.meta_file("state") as fh:  # a newer one, dropped by a discard
+        pickle.dump({"rows": []}, fh)
+    store.discard()
+    assert not list(tmp_path.glob("*.pending"))
+    with pytest.raises(TypeError, match="pickle"), store.meta_file("state") as fh:
+        pickle.dump(threading.Lock(), fh)
+    assert not list(tmp_path.glob("*.pending"))  # a failed write leaves nothing to commit
+    store.put_meta("other", b"x")
+    store.commit()
+    store.close()
+    with StateStore(tmp_path / "s.db") as again:
+        reader = again.open_meta("state")
+        assert reader is not None
+        with reader:
+            assert pickle.load(reader) == value
+
+
 def test_migrating_a_dict_keeps_its_order_and_replaces_what_was_there(tmp_path: Path) -> None:
     store = _filled(tmp_path / "s.db", {"old": 0, "b": -1})
     old = {f"k{i}": {i} for i in (5, 3, 9, 1)} | {"b": {2}}
