@@ -19,7 +19,8 @@ Figures per corpus: ``articles``, ``job_pss_mib``, ``worker_tree_pss_mib``, ``in
 the first complete run), ``plus40_run_s`` (the runs without their commits), ``plus40_commit_s``
 (the runs' commit phases, plus light commits of the same articles made before them),
 ``plus40_total_s`` (their sum per repeat), each a median of 3 with min and max;
-``plus40_runs`` (how many runs took each +40 in); for where memory goes (not scored):
+``plus40_runs`` (how many runs took each +40 in) and ``plus40_phases`` (each run's seconds
+by phase); for where memory goes (not scored):
 ``job_pss_peak`` (at the peak: seconds since the sampling began, the job's own process and its
 children, and the job's status then), ``largest_run`` (the run of most changes its status
 named) and ``job_pss_timeline`` (seconds, MiB each minute); then
@@ -180,6 +181,7 @@ class RunWatch:
     lights: dict[int, float] = field(default_factory=dict)  # version -> seconds
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)  # the thread adds, between reads
+    taken: list[dict[str, Any]] = field(default_factory=list)  # the runs ``between`` summed
 
     def poll(self) -> JobStatus | None:
         status = read_status(self.settings)
@@ -223,6 +225,9 @@ class RunWatch:
             light = sum(s for v, s in self.lights.items() if after < v <= upto)
         commits = [r.phases.get("snapshot", r.phases.get("commit", 0.0)) for r in runs]
         run_s = sum(r.duration_s for r in runs) - sum(commits)
+        self.taken = [
+            {"version": r.version, "changes": r.changes, "phases": r.phases} for r in runs
+        ]
         return run_s, sum(commits) + light, len(runs)
 
 
@@ -278,7 +283,7 @@ async def measure(base: Settings, corpus: Corpus, n: int, timeout_s: float) -> d
             version = await complete_run(settings, 0, timeout_s)
             ingest_s = time.monotonic() - started
             print(f"[{n}] version {version} holds all {n} articles after {ingest_s:.0f} s")
-            runs, commits, counts = [], [], []
+            runs, commits, counts, phases = [], [], [], []
             watch.start()
             for i in range(REPEATS):
                 await send(settings, corpus.articles(n + i * ADDED, ADDED))
@@ -290,6 +295,7 @@ async def measure(base: Settings, corpus: Corpus, n: int, timeout_s: float) -> d
                     f"({count} run(s))"
                 )
                 runs.append(run_s)
+                phases.append(watch.taken)
                 commits.append(commit_s)
                 counts.append(count)
             sampler.sample()
@@ -310,6 +316,7 @@ async def measure(base: Settings, corpus: Corpus, n: int, timeout_s: float) -> d
         "plus40_commit_s": timing(commits, 3),
         "plus40_total_s": timing([r + c for r, c in zip(runs, commits, strict=True)], 3),
         "plus40_runs": counts,
+        "plus40_phases": phases,
     }
 
 
