@@ -31,6 +31,7 @@ from core.state_store import CommitStats, DiskMap, StateStore
 from graph.job.state import JobState, SummaryRecord
 from graph.job.summaries import description_sets
 from graph.moved import moved
+from graph.versions.rows import TABLES
 
 STATE_DB = "state.sqlite"
 CHECKPOINT = "checkpoint.pickle"  # an earlier version's whole state, moved into the database
@@ -91,6 +92,9 @@ FROZEN_MAPS = frozenset(
 # The whole passes made over these maps (graph.job and agents.community: degrees, newest
 # time, description sets, evidence facts, alias neighbours, headlines' titles) only read, so
 # ``items()``/``values()`` hold nothing and a run's commit writes only what it changed by key.
+# the row digests, by table, of the graph version the job wrote last (``KnownRows``): a table
+# each, ``_KNOWN`` + the graph table's name, updated in place by each commit
+_KNOWN = "known_"
 log = logging.getLogger(__name__)
 # by the job's directory (namespace and data directory): the state this process holds, and
 # its open database
@@ -111,6 +115,9 @@ def _store(settings: Settings) -> StateStore:
         for table, _, _ in DISK_MAPS:  # every whole pass over them reads (see the note above)
             store.map(table).passes_hold = False
             store.map(table).values_frozen = table in FROZEN_MAPS
+        for name in TABLES:  # digests (bytes) by row id
+            store.map(_KNOWN + name).passes_hold = False
+            store.map(_KNOWN + name).values_frozen = True
     return store
 
 
@@ -166,12 +173,29 @@ def _owner(state: JobState, holder: str) -> Any:
 
 
 def _held_maps(state: JobState) -> list[tuple[str, Any, str]]:
-    """(table, holder, attribute) of every map of ``DISK_MAPS`` the state has."""
-    return [
+    """(table, holder, attribute) of every map of ``DISK_MAPS`` the state has, and of the row
+    digests of the graph version it last wrote (``KNOWN_MAPS``: the holder is the digests'
+    dict, the attribute a table's name)."""
+    held = [
         (table, owner, attribute)
         for table, holder, attribute in DISK_MAPS
         if (owner := _owner(state, holder)) is not None
     ]
+    known = getattr(state, "tables_known", None)
+    if known is not None:
+        held += [(_KNOWN + name, known.digests, name) for name in known.digests if name in TABLES]
+    return held
+
+
+def _get(owner: Any, attribute: str) -> Any:
+    return owner[attribute] if isinstance(owner, dict) else getattr(owner, attribute)
+
+
+def _put(owner: Any, attribute: str, value: Any) -> None:
+    if isinstance(owner, dict):
+        owner[attribute] = value
+    else:
+        setattr(owner, attribute, value)
 
 
 @contextlib.contextmanager
@@ -182,23 +206,23 @@ def _maps_named(state: JobState) -> Iterator[JobState]:
     articles); a map held anywhere else refuses to pickle, loudly."""
     held = []
     for table, owner, attribute in _held_maps(state):
-        held.append((owner, attribute, getattr(owner, attribute)))
-        setattr(owner, attribute, _MapRef(table))
+        held.append((owner, attribute, _get(owner, attribute)))
+        _put(owner, attribute, _MapRef(table))
     try:
         yield state
     finally:
         for owner, attribute, value in held:
-            setattr(owner, attribute, value)
+            _put(owner, attribute, value)
 
 
 def _from_blob(blob: BinaryIO, store: StateStore) -> JobState:
     state: JobState = _Unpickler(blob).load()
     for table, owner, attribute in _held_maps(state):
-        value = getattr(owner, attribute)
+        value = _get(owner, attribute)
         if isinstance(value, _MapRef):
-            setattr(owner, attribute, store.map(table))
+            _put(owner, attribute, store.map(table))
         else:  # a map an earlier version kept in the blob: it moves in at the next save
-            setattr(owner, attribute, to_disk(store, table, value))
+            _put(owner, attribute, to_disk(store, table, value))
     return state
 
 
@@ -280,8 +304,8 @@ def save_state(settings: Settings, state: JobState) -> CommitStats:
     transaction."""
     store = _store(settings)
     for table, owner, attribute in _held_maps(state):  # maps built in memory move in
-        if not isinstance(getattr(owner, attribute), DiskMap):
-            setattr(owner, attribute, to_disk(store, table, getattr(owner, attribute)))
+        if not isinstance(value := _get(owner, attribute), DiskMap):
+            _put(owner, attribute, to_disk(store, table, value))
     with _maps_named(state), store.meta_file(STATE_BLOB) as fh:
         pickle.dump(state, fh, protocol=pickle.HIGHEST_PROTOCOL)
     store.put_meta(OFFSETS_BLOB, orjson.dumps({str(p): o for p, o in state.offsets.items()}))

@@ -43,7 +43,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -59,7 +59,7 @@ from core.tables.reader import GraphTableReader
 from core.tables.schema import VERSION_COLUMN, VERSIONS
 from core.tables.versions import TableChange, VersionInfo
 from graph.versions.model import Snapshot, SnapshotMeta
-from graph.versions.rows import CODEC, TABLES, KnownRows, row_digests
+from graph.versions.rows import CODEC, TABLES, KnownRows, digests_at, known_after, row_digests
 
 log = logging.getLogger(__name__)
 
@@ -100,13 +100,16 @@ class GraphTables(GraphTableReader):
         reject_stale(snapshot.meta.version, latest)
         if latest is not None and (known is None or known.version != latest):
             known = KnownRows.of(self.load(latest))
-        digests = {name: row_digests(name, getattr(snapshot, name)) for name in TABLES}
+        digests: dict[str, MutableMapping[str, bytes]] = {
+            name: row_digests(name, getattr(snapshot, name)) for name in TABLES
+        }
         changes = {}
         for name in TABLES:
             before = {} if known is None else known.digests.get(name, {})
             now = digests[name]
+            was = digests_at(before, now)
             changes[name] = TableChange(
-                tuple(r for r in getattr(snapshot, name) if before.get(r.id) != now[r.id]),
+                tuple(r for r in getattr(snapshot, name) if was.get(r.id) != now[r.id]),
                 tuple(sorted(k for k in before if k not in now)),
             )
         self.commit(snapshot.meta, changes)
@@ -136,25 +139,24 @@ class GraphTables(GraphTableReader):
         deletes = deletes or {}
         whole = set(complete)
         changes: dict[str, TableChange] = {}
-        digests = dict(before)
+        counts = {name: len(before.get(name, {})) for name in TABLES}
+        updates: dict[str, tuple[dict[str, bytes], set[str]]] = {}
         for name in set(rows) | set(deletes) | whole:
             had = before.get(name, {})
             now = row_digests(name, rows.get(name, ()))
-            upserts = tuple(r for r in rows.get(name, ()) if had.get(r.id) != now[r.id])
-            gone = {i for i in deletes.get(name, ()) if i in had and i not in now}
+            was = digests_at(had, now)
+            upserts = tuple(r for r in rows.get(name, ()) if was.get(r.id) != now[r.id])
+            gone = {i for i in deletes.get(name, ()) if i not in now and i in had}
             if name in whole:
                 gone.update(i for i in had if i not in now)
             if upserts or gone:
                 changes[name] = TableChange(upserts, tuple(sorted(gone)))
-                table = {**had, **{r.id: now[r.id] for r in upserts}}
-                for i in gone:
-                    del table[i]
-                digests[name] = table
+                updates[name] = ({r.id: now[r.id] for r in upserts}, gone)
+                counts[name] += len({r.id for r in upserts if r.id not in was}) - len(gone)
         if not changes and not always:
             return None
-        counts = {**meta.counts, **{name: len(digests.get(name, {})) for name in TABLES}}
-        self.commit(dataclasses.replace(meta, counts=counts), changes)
-        return KnownRows(meta.version, digests)
+        self.commit(dataclasses.replace(meta, counts={**meta.counts, **counts}), changes)
+        return known_after(known, meta.version, updates)
 
     @storage_io
     def commit(self, meta: SnapshotMeta, changes: Mapping[str, TableChange]) -> VersionInfo:

@@ -9,7 +9,7 @@ rows written before it existed). Writers keep a digest of every row they committ
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,10 +56,13 @@ CODEC = Codec(absent="default")
 
 @dataclass(frozen=True, slots=True)
 class KnownRows:
-    """What a writer remembers of the version it committed: a digest of every row by id."""
+    """What a writer remembers of the version it committed: a digest of every row by id.
+    A table's digests may be any mutable mapping (the community job keeps them on disk,
+    ``agents.community.state``): a commit updates them in place (``known_after``) rather than
+    copying a table of hundreds of thousands of rows for the few it wrote."""
 
     version: int
-    digests: dict[str, dict[str, bytes]]
+    digests: dict[str, MutableMapping[str, bytes]]
 
     @classmethod
     def of(cls, snapshot: Snapshot) -> KnownRows:
@@ -67,6 +70,30 @@ class KnownRows:
             snapshot.meta.version,
             {name: row_digests(name, getattr(snapshot, name)) for name in TABLES},
         )
+
+
+def digests_at(had: Mapping[str, bytes], ids: Iterable[str]) -> dict[str, bytes]:
+    """``had``'s digest of each of ``ids`` it holds: by chunks of keys from a map on disk
+    (``get_many``), else key by key."""
+    get_many = getattr(had, "get_many", None)
+    if get_many is not None:
+        return dict(get_many(ids))
+    return {i: d for i in ids if (d := had.get(i)) is not None}
+
+
+def known_after(
+    known: KnownRows | None, version: int, updates: Mapping[str, tuple[dict[str, bytes], set[str]]]
+) -> KnownRows:
+    """``known`` after a commit of ``version`` that wrote, per table, the digests of its rows
+    upserted and the ids it deleted; the tables are updated in place (a table ``known`` lacks
+    starts as a dict)."""
+    digests = {} if known is None else dict(known.digests)
+    for name, (upserted, gone) in updates.items():
+        table = digests.setdefault(name, {})
+        table.update(upserted)
+        for i in gone:
+            del table[i]
+    return KnownRows(version, digests)
 
 
 def row_digests(name: str, rows: Iterable[Any]) -> dict[str, bytes]:

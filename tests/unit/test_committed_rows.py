@@ -11,6 +11,7 @@ from pathlib import Path
 from agents.community.runner import Runner
 from agents.community.state import close_state, forget_state, load_state, save_state
 from core.settings import Settings
+from core.state_store import DiskMap
 from core.tables.opening import open_graph_store
 from graph.aliases.view import KeptNames
 from graph.job.committed import Committed
@@ -19,7 +20,7 @@ from graph.job.state import JobState
 from graph.job.version_tables import assemble
 from graph.keys import entity_key
 from graph.merge.changes import entity_changed, text_unit_retracted
-from graph.versions.rows import TABLES, row_digests
+from graph.versions.rows import TABLES, KnownRows, row_digests
 from tests.unit.test_community_run import World, base_world, settings_for
 
 
@@ -158,3 +159,25 @@ def test_a_state_saved_before_the_memory_caches_loads_with_empty_ones() -> None:
     assert isinstance(loaded.dailies, Dailies) and not loaded.dailies.sums
     assert isinstance(loaded.committed, Committed) and not loaded.committed.known()
     assert isinstance(loaded.kept_names, KeptNames) and not loaded.kept_names
+
+
+async def test_the_row_digests_live_in_the_state_database_and_follow_each_commit(
+    tmp_path: Path,
+) -> None:
+    settings = settings_for(tmp_path)
+    world = base_world()
+    try:
+        state = await _first_run(settings, world)
+        for step in range(2):
+            world.say(f"doc-new-{step}", [(f"Vega A {step}", f"Vega A {step} joined.")], [])
+            await _run(settings, state)
+            state = _restarted(settings, world)
+            known = state.tables_known
+            assert known is not None
+            assert all(isinstance(t, DiskMap) for t in known.digests.values())
+            latest = open_graph_store(settings).load()
+            assert known.version == latest.meta.version
+            held = {name: dict(table.items()) for name, table in known.digests.items()}
+            assert held == KnownRows.of(latest).digests  # updated in place, saved, loaded
+    finally:
+        close_state(settings)
