@@ -6,7 +6,7 @@ start-up and passed in, so ``graph/`` never imports a network library.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -23,6 +23,37 @@ def peek(mapping: Mapping[str, V], key: str, default: D) -> V | D:
     caller must not change the value in place."""
     look = getattr(mapping, "peek", None)
     return mapping.get(key, default) if look is None else look(key, default)
+
+
+class Peeked(Mapping[str, V]):
+    """A read-only view of a mapping whose values are read with ``peek`` and remembered here
+    while the view lives (one piece of work, then dropped): what it reads is neither held
+    by the map until its commit nor read from disk twice."""
+
+    def __init__(self, mapping: Mapping[str, V]) -> None:
+        self._mapping = mapping
+        self._read: dict[str, V] = {}
+
+    def __getitem__(self, key: str) -> V:
+        if key in self._read:
+            return self._read[key]
+        value = peek(self._mapping, key, _ABSENT)
+        if value is _ABSENT:
+            raise KeyError(key)
+        self._read[key] = value
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._read or key in self._mapping
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._mapping)
+
+    def __len__(self) -> int:
+        return len(self._mapping)
+
+
+_ABSENT: Any = object()
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,8 +37,8 @@ STATE_DB = "state.sqlite"
 CHECKPOINT = "checkpoint.pickle"  # an earlier version's whole state, moved into the database
 STATE_BLOB = "state"  # the pickled rest of the state, maps by reference
 OFFSETS_BLOB = "offsets"  # the consumed offsets alone, for readers that load nothing else
-# the maps kept as tables: (table, the object holding it: "view", "state" or "evidence", its
-# attribute)
+# the maps kept as tables: (table, the object holding it: "view", "state", "evidence",
+# "cluster_input", or "alias_" and an attribute of the state's ``aliases``; its attribute)
 DISK_MAPS: tuple[tuple[str, str, str], ...] = (
     *(
         (f"view_{name}", "view", name)
@@ -70,6 +70,10 @@ DISK_MAPS: tuple[tuple[str, str, str], ...] = (
     ("cluster_counted", "cluster_input", "counted"),
     ("cluster_pairs", "cluster_input", "pairs"),
     ("cluster_ends", "cluster_input", "ends"),
+    # alias resolution's (graph.aliases.indexes): each entity's indexed type and spelling,
+    # and each entity's neighbours
+    ("alias_indexed", "alias_indexes", "indexed"),
+    ("alias_near", "alias_related", "near"),
 )
 # the maps whose values never change in place (frozen dataclasses, tuples): a read holds no
 # digest and a commit pickles only what was written (``DiskMap.values_frozen``)
@@ -87,6 +91,7 @@ FROZEN_MAPS = frozenset(
         "evidence_entity_facts",
         "evidence_relationships",
         "cluster_counted",
+        "alias_indexed",
     }
 )
 # The whole passes made over these maps (graph.job and agents.community: degrees, newest
@@ -169,6 +174,9 @@ def _owner(state: JobState, holder: str) -> Any:
     """The object holding a map of ``DISK_MAPS``; None when it does not exist (yet)."""
     if holder in ("evidence", "cluster_input"):
         return getattr(state, holder, None)
+    if holder.startswith("alias_"):
+        kept = getattr(state, "aliases", None)
+        return None if kept is None else getattr(kept, holder.removeprefix("alias_"))
     return state.view if holder == "view" else state
 
 

@@ -14,7 +14,7 @@ from graph.aliases.names import CONNECTORS, acronym_of, spells
 from graph.aliases.resolution import Evidence, Named, Resolution
 from graph.aliases.rules import resolve_scope
 from graph.merge.view import GraphView
-from graph.protocols import peek
+from graph.protocols import Peeked, peek
 
 
 def resolve_changed(
@@ -257,7 +257,7 @@ def _resolve(
         related = Related()
         related.update(view, view.relationships)
         idx = NameIndexes.build(names)
-        ev = Evidence(names, view.unit_entities, related.near, docs)
+        ev = Evidence(names, Peeked(view.unit_entities), Peeked(related.near), docs)
         resolution = resolve_scope(set(view.entities), ev, idx)
         return resolution, AliasState(idx, related), len(view.entities)
     assert previous is not None and kept is not None and changed_entities is not None
@@ -266,7 +266,7 @@ def _resolve(
     was = {b for k in keys if (b := idx.indexed.get(k, ("", ""))[1])}
     idx.update(names, keys)
     keys.update(k for b in was for k in idx.buckets.get(b, ()))  # the spellings it had
-    ev = Evidence(names, view.unit_entities, kept.related.near, docs)
+    ev = Evidence(names, Peeked(view.unit_entities), Peeked(kept.related.near), docs)
     resolution, scope = resolve_changed(previous, keys, ev, idx)
     kept.runs_since_full += 1
     return resolution, kept, sum(k in view.entities for k in scope)

@@ -35,6 +35,8 @@ def _owner(state: JobState, holder: str) -> object:
         "state": state,
         "evidence": state.evidence,
         "cluster_input": state.cluster_input,
+        "alias_indexes": state.aliases and state.aliases.indexes,
+        "alias_related": state.aliases and state.aliases.related,
     }[holder]
 
 
