@@ -26,7 +26,7 @@ from core.state_store import (
     StateStoreError,
     UnpicklableValueError,
 )
-from graph.protocols import peek
+from graph.protocols import Peeked, peek
 
 KEYS = [f"e:{i:02x}" for i in range(24)]
 Rows = dict[str, set[int]]
@@ -282,6 +282,17 @@ def test_peek_reads_without_holding_and_sees_what_is_held(tmp_path: Path) -> Non
     frozen = _filled(tmp_path / "f.db", {"r": _Row("r", 1)}).map("rows")
     frozen.values_frozen = True
     assert frozen.peek("r") == _Row("r", 1) and list(frozen._read) == ["r"]  # held as reads are
+
+
+def test_a_peeked_view_reads_each_key_once_and_holds_nothing_in_the_map(tmp_path: Path) -> None:
+    store = _filled(tmp_path / "s.db", {"a": {1}, "b": {2}})
+    m = store.map("rows")
+    view = Peeked(m)
+    assert view["a"] == {1} and view["a"] is view["a"] and m._loaded == {}
+    assert "b" in view and "gone" not in view and view.get("gone") is None
+    with pytest.raises(KeyError):
+        view["gone"]
+    assert list(view) == ["a", "b"] and len(view) == 2 and m._loaded == {}
 
 
 @pytest.mark.parametrize("value", [{1}, {"a": 1}, [1], _Loose("x")])
