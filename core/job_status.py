@@ -66,6 +66,7 @@ class LastRun:
     phases: dict[str, float] = field(default_factory=dict)  # seconds by phase of the run
     llm_tokens: dict[str, int] = field(default_factory=dict)  # "prompt", "completion"
     cost_usd: float = 0.0  # those tokens at the chat model's price (``llm.prices``)
+    reports_deferred: int = 0  # reports put off to the runs that follow (``reports_per_run``)
 
 
 @dataclass(frozen=True, slots=True)

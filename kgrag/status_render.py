@@ -128,8 +128,13 @@ def _job_table(job: JobStatus | None, now: float) -> Table:
         table.add_row(
             "last run",
             f"v{last.version} in {last.duration_s:.1f} s, finished {_when(last.finished_at, now)}; "
-            f"{last.changes} change(s), {last.reports_regenerated} report(s) regenerated, "
-            f"{last.failed_items} failed"
+            f"{last.changes} change(s), {last.reports_regenerated} report(s) regenerated"
+            + (
+                f" ({last.reports_deferred} put off to the next runs)"
+                if last.reports_deferred
+                else ""
+            )
+            + f", {last.failed_items} failed"
             + (
                 f"; {sum(last.llm_calls.values())} LLM call(s), "
                 f"{last.llm_tokens.get('prompt', 0)}+{last.llm_tokens.get('completion', 0)} "

@@ -444,6 +444,7 @@ class CommunityJob:
                 changes=changes,
                 events=events,
                 reports_regenerated=result.regenerated,
+                reports_deferred=result.reports_deferred,
                 summaries_written=result.summaries_written,
                 failed_items=len(result.failed_this_run),
                 llm_calls=dict(result.llm_calls),

@@ -36,6 +36,7 @@ class RunResult:
     aliases: AliasCounts
     timings: dict[str, float]  # seconds by phase of the run
     regenerated: int  # reports written this run
+    reports_deferred: int  # reports whose regeneration waits for a later run (reports_per_run)
     communities: int  # communities the run's version holds
     planned: int  # communities whose report decision this run revisited
     drift: DriftCheck | None  # the maintained clustering against a fresh one, when checked

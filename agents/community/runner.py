@@ -59,11 +59,13 @@ from graph.job.run import (
     DriftCheck,
     RunParams,
     assign_record_ids,
+    budgeted,
     cluster,
     evidence_index,
     lineage,
     plan_reports,
     planning_scope,
+    waiting_to_plan,
 )
 from graph.job.state import HISTORY_CAP, JobState
 from graph.job.summaries import SummaryPlan, summaries_needed
@@ -180,6 +182,7 @@ class Runner:
             cfg.frontier_tolerance,
             cfg.drift_check_every,
             cfg.rebalance_gap,
+            cfg.reports_per_run,
         )
         self.timings: dict[str, float] = {}
         self._mark = time.monotonic()  # when the phase under way began
@@ -323,14 +326,20 @@ class Runner:
         communities = stable.communities
         self._lap("leiden_and_ids")
         events = lineage(state.communities, communities, stable.delta)
+        limit = self.params.reports_per_run
+        waiting = waiting_to_plan(state, limit)
         scope = planning_scope(
-            communities, None if touched is None else touched.entities, state, stable.delta
+            communities, None if touched is None else touched.entities, state, stable.delta, waiting
         )
         index = evidence_index(view, state, touched)
         evidence = {c.id: index.evidence_of(c.id, c.entity_keys) for c in scope}
         index.end_update({c.id for c in communities})
         sizes = {c.id: len(c.entity_keys) for c in scope}  # a rewritten child is planned
-        plan = plan_reports(scope, evidence, state, self.params, sizes)
+        plan, later = budgeted(plan_reports(scope, evidence, state, self.params, sizes), limit)
+        live = {c.id for c in communities}
+        planned = set(waiting)
+        still = [k for k in state.reports_deferred if k not in planned and k in live]
+        state.reports_deferred = dict.fromkeys([*still, *later])
         self.planned = len(scope)
         self._lap("evidence")
         state.hierarchy, state.human_ids = hierarchy, stable.human_ids
@@ -390,6 +399,7 @@ class Runner:
             ),
             timings=self.timings,
             regenerated=len(regenerated),
+            reports_deferred=len(state.reports_deferred),
             communities=len(state.communities),
             planned=self.planned,
             drift=clustered.drift,
@@ -408,11 +418,13 @@ class Runner:
         )
 
     def _next_due(self, summaries_due: float | None) -> float | None:
-        """When a run is worth making even if no change arrives: a refused item's retry, or a
-        deferred summary reaching its maximum age."""
+        """When a run is worth making even if no change arrives: a refused item's retry, a
+        deferred summary reaching its maximum age, reports put off by this run."""
         times = [f.next_retry_at for f in self.state.failures.values()]
         if summaries_due is not None:
             times.append(summaries_due)
+        if self.state.reports_deferred:
+            times.append(self.now)  # reports put off: the next run is due at once
         return min(times) if times else None
 
     def _record_history(self, communities: tuple[Community, ...], version: int) -> None:

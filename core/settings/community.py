@@ -96,6 +96,13 @@ class CommunitySettings(BaseModel):
         description="Relative modularity shortfall against a fresh clustering beyond which a "
         "run re-balances (frees every entity, warm-started)",
     )
+    reports_per_run: int = Field(
+        2000,
+        ge=0,
+        description="At most this many community reports regenerated per run; the others "
+        "wait, oldest first, for the runs that follow at once (0: no limit). Bounds a run's "
+        "time and memory after a burst of news or a re-balance",
+    )
     keep_snapshots: int = Field(
         5,
         ge=1,

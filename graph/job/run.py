@@ -14,8 +14,9 @@ The state carried between runs is ``graph.job.state``; which description sets to
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from graph.communities.cluster_input import ClusterInput, glue_edges
 from graph.communities.human_ids import HumanIds
@@ -54,6 +55,7 @@ class RunParams:
     frontier_tolerance: float = 0.0
     drift_check_every: int = 0  # runs; 0: never compare with a fresh clustering
     rebalance_gap: float = 0.01
+    reports_per_run: int = 0  # 0: no limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,11 +193,13 @@ def planning_scope(
     touched: set[str] | None,
     state: JobState,
     delta: Delta,
+    waiting: Iterable[str] = (),
 ) -> list[Community]:
     """The communities whose report decision can differ from the last run's: new ones, those
     whose members changed (``delta``: what the run changed against the previous
     communities) or hold a touched entity, those without a report basis (none yet, or
-    refused) or with a report failure to retry, and their ancestors (a parent must see a
+    refused) or with a report failure to retry, those ``waiting`` (put off by earlier
+    runs: ``waiting_to_plan``), and their ancestors (a parent must see a
     child's regeneration). Every other community has the members and evidence it had, so
     its report stays as it was: a run visits what changed, not the whole graph. ``touched``
     None (unknown) plans every community."""
@@ -206,6 +210,7 @@ def planning_scope(
     seeds = [c.id for c in delta.after if not same_members(had.get(c.id), c.entity_keys)]
     seeds.extend(by_id.keys() - state.bases.keys())
     seeds.extend({item[7:] for item in state.failures if item.startswith("report:")} & by_id.keys())
+    seeds.extend(k for k in waiting if k in by_id)
     seeds.extend(_holding(communities, by_id, touched))
     scope: set[str] = set()
     for cid in seeds:
@@ -269,6 +274,33 @@ def evidence_index(view: GraphView, state: JobState, touched: Touched | None) ->
             )
     state.evidence = index
     return index
+
+
+def waiting_to_plan(state: JobState, limit: int) -> list[str]:
+    """The communities whose regeneration earlier runs put off, oldest first, that this run
+    plans again: at most twice ``limit`` (all when there is no limit), so a long queue costs
+    each run a bounded share of its evidence."""
+    waiting = state.reports_deferred
+    return list(waiting) if not limit else list(itertools.islice(waiting, 2 * limit))
+
+
+def budgeted(plan: RegenerationPlan, limit: int) -> tuple[RegenerationPlan, list[str]]:
+    """``plan`` with at most ``limit`` reports to regenerate (0: no limit), and the ids of
+    those put off to a later run. Communities without a report go first, then the ones whose
+    report leaves out the most; a report put off is kept as it is (and says what it leaves
+    out)."""
+    wanted = [d for d in plan.decisions if d.regenerate]
+    if not limit or len(wanted) <= limit:
+        return plan, []
+    ranked = sorted(wanted, key=lambda d: (-d.unreflected_before, d.community_id))
+    now = {d.community_id for d in ranked[:limit]}
+    decisions = tuple(
+        d
+        if not d.regenerate or d.community_id in now
+        else replace(d, regenerate=False, reason=None, unreflected_after=d.unreflected_before)
+        for d in plan.decisions
+    )
+    return RegenerationPlan(decisions), [d.community_id for d in ranked[limit:]]
 
 
 def plan_reports(

@@ -78,6 +78,9 @@ class JobState:
     # the storylines headlined so far (community id -> its documents in the window then), so
     # a storyline is headlined again only when it grows further (graph.trends.storylines)
     headlined: dict[str, int] = field(default_factory=dict)
+    # the communities whose report regeneration a run put off (``reports_per_run``), oldest
+    # first: the runs that follow plan them again
+    reports_deferred: dict[str, None] = field(default_factory=dict)
     # each community's mentions per day and emerging score, in memory only (pickled empty)
     dailies: Dailies = field(default_factory=Dailies, compare=False, repr=False)
     # the community and report rows the last commit wrote, in memory only (pickled empty)
@@ -87,9 +90,9 @@ class JobState:
 
     def __setstate__(self, data: dict[str, object]) -> None:
         # a state saved before it kept these memory-only caches gets empty ones (saved ones
-        # pickle empty anyway)
+        # pickle empty anyway), and nothing put off when it predates putting off
         caches = {"dailies": Dailies(), "committed": Committed(), "kept_names": KeptNames()}
-        self.__dict__.update({**caches, **data})
+        self.__dict__.update({**caches, "reports_deferred": {}, **data})
 
     def names_resolved(self) -> Resolution | None:
         """The resolution in force: the last run's, less the decisions a model rejected and
