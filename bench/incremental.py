@@ -138,7 +138,9 @@ def settings_for(data_dir: Path) -> Settings:
             "namespace": "bench",
             "data_dir": data_dir,
             "llm": LLMSettings(base_url=None),
-            "community": CommunitySettings(),
+            # every report a run plans is written in that run: these benchmarks measure what
+            # the method costs, not the job's pacing of a backlog (``reports_per_run``)
+            "community": CommunitySettings(reports_per_run=0),
         }
     )
 

@@ -131,7 +131,10 @@ async def prepare(
     t0 = time.perf_counter()
     view = build_view(articles, settings)
     t1 = time.perf_counter()
-    run = await Runner(settings, JobState(view=view), write_vectors=False).run()
+    state = JobState(view=view)
+    run = await Runner(settings, state, write_vectors=False).run()
+    while run.reports_deferred:  # reports put off (``reports_per_run``): the index is whole
+        run = await Runner(settings, state, write_vectors=False).run()  # once they are written
     t2 = time.perf_counter()
     vectors = await write_vectors(settings, view)
     snapshot = store.load()

@@ -6,9 +6,11 @@ For each corpus size it makes a fresh namespace on the local Kafka and Weaviate,
 ``kgrag worker`` (stream agents, the vector worker and the community job, as a user runs it,
 offline mode), publishes that many articles of ``bench/synthetic.py``'s corpus (the dev
 articles, then renamed copies), and waits until a community run's version holds everything
-published. Then, three times, it publishes 40 more articles and waits for the run that holds
-them, reading from the job's status the time and commit time of every run (and light commit)
-since the last complete version: the job may take a +40 in more than one run. All along a
+published and no report is put off to a later run (the job writes at most
+``community.reports_per_run`` per run). Then, three times, it publishes 40 more articles and
+waits for the run that holds them (and writes every report they call for), reading from the
+job's status the time and commit time of every run (and light commit) since the last complete
+version: the job may take a +40 in more than one run. All along a
 thread samples the proportional set size (``Pss`` of ``/proc/<pid>/smaps_rollup``) of the
 community job's processes (the ``kgrag community-job`` process and its pool) and of the
 worker's whole tree (the job, the stream worker and the vector worker; Kafka, Weaviate and
@@ -253,7 +255,8 @@ async def send(settings: Settings, docs: Iterable[Document]) -> int:
 
 
 async def complete_run(settings: Settings, after: int, timeout_s: float) -> int:
-    """The first community-run version newer than ``after`` that holds everything published."""
+    """The first community-run version newer than ``after`` that holds everything published,
+    with no report put off to a later run (``reports_per_run``: its status says so)."""
     from core.tables.opening import open_graph_store
 
     store = open_graph_store(settings)
@@ -263,7 +266,11 @@ async def complete_run(settings: Settings, after: int, timeout_s: float) -> int:
             infos = [v for v in store.version_infos_all() if v.version > after]
             runs = [v for v in infos if v.meta.kind != "rows"]
             if runs and await reflects_everything(settings, runs[-1].meta.consumed_offsets):
-                return runs[-1].version
+                status = read_status(settings)
+                last = status.last_run if status is not None else None
+                settled = last is not None and not last.reports_deferred
+                if settled and last is not None and last.version >= runs[-1].version:
+                    return runs[-1].version
         await asyncio.sleep(0.5)
     raise TimeoutError(f"no complete community run after version {after} in {timeout_s:.0f} s")
 
