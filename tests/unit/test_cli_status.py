@@ -77,7 +77,7 @@ def a_job(heard_s_ago: float) -> JobStatus:
     now = time.time()
     refused = FailedItem("summary", "e:opec", "HTTP 400: refused", 2, now - 300, now + 60)
     last = LastRun(version=3, finished_at=now - 700, duration_s=1.5, changes=9, events=2,
-                   reports_regenerated=1, summaries_written=4, failed_items=1,
+                   reports_regenerated=1, reports_deferred=7, summaries_written=4, failed_items=1,
                    llm_calls={"community_report": 2},
                    llm_tokens={"prompt": 9000, "completion": 700}, cost_usd=0.00177)  # fmt: skip
     return JobStatus(
@@ -150,10 +150,10 @@ class TestKafkaUnreachable:
         assert "kgrag services up" in str(result.exception)
         assert "Community job" in result.stdout and "31337" in result.stdout
         assert "alive" in result.stdout and "e:opec" in result.stdout
-        said = " ".join(result.stdout.split())  # the table wraps long cells
-        assert "2 LLM" in said and "9000+700 tokens, $0.0018" in said, said
-        unwrapped = " ".join(result.stdout.replace("│", " ").split())
+        unwrapped = " ".join(result.stdout.replace("│", " ").split())  # long cells wrap
+        assert "2 LLM" in unwrapped and "9000+700 tokens, $0.0018" in unwrapped, unwrapped
         assert "last state save 0.42 s (after the last run)" in unwrapped, unwrapped
+        assert "1 report(s) regenerated (7 put off to the next runs)" in unwrapped, unwrapped
 
     @pytest.mark.parametrize(
         ("llm", "shown"),
