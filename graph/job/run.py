@@ -65,7 +65,9 @@ class DriftCheck:
     maintained: float  # level-0 modularity of the maintained hierarchy, before any re-balance
     scratch: float  # of a fresh Leiden run on the same graph
     gap: float  # (scratch - maintained) / scratch
-    rebalanced: bool  # the gap passed ``rebalance_gap``: every node was freed this run
+    # the gap passed ``rebalance_gap`` and the clustering with every node freed scored
+    # higher than the maintained one, so the run took it
+    rebalanced: bool
 
 
 # ---- clustering, ids, lineage ------------------------------------------------------------
@@ -117,8 +119,11 @@ def cluster(
     warm-started with only the frontier free (``graph.communities.leiden``).
     Every ``drift_check_every``-th run also clusters the graph afresh (level 0 only) and
     compares modularity: when the maintained hierarchy has fallen more than ``rebalance_gap``
-    behind, the run re-clusters with every node free (warm-started from where they are), and
-    reports are then regenerated only where communities changed materially, as in any run.
+    behind, the run re-clusters with every node free (warm-started from where they are) and
+    takes that clustering if it scores higher than the maintained one (a fresh clustering's
+    modularity varies by about as much as the gap from one run to the next, and a re-balance
+    regenerates the reports of every community it moves); reports are then regenerated only
+    where communities changed materially, as in any run.
     ``touched``: what changed since the last run (every key the view folded since, at least),
     to bring the kept clustering graph up to date; None rebuilds it from the whole view.
     """
@@ -140,9 +145,13 @@ def cluster(
     if state.hierarchy is not None and every and (state.version + 1) % every == 0:
         scratch = scratch_modularity(kept.graph()[0], seed=params.seed)
         gap = (scratch - hierarchy.modularity) / scratch if scratch > 0 else 0.0
-        drift = DriftCheck(hierarchy.modularity, scratch, gap, gap > params.rebalance_gap)
-        if drift.rebalanced:
-            hierarchy = _whole_graph(kept, state, params, True)
+        rebalanced = None
+        if gap > params.rebalance_gap:
+            rebalanced = _whole_graph(kept, state, params, True)
+            if rebalanced.modularity <= hierarchy.modularity:
+                rebalanced = None  # no better: keep the maintained one and every report on it
+        drift = DriftCheck(hierarchy.modularity, scratch, gap, rebalanced is not None)
+        hierarchy = hierarchy if rebalanced is None else rebalanced
     # the previous run's communities by label, when this hierarchy was made from theirs
     since = state.labelled if hierarchy is maintained else None
     if since is not None and not since.indexes(state.hierarchy, state.communities):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import pickle
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -473,17 +473,33 @@ class TestDrift:
         never = Job(settings_for(tmp_path / "never", drift_check_every=0))
         assert all([(await never.run(world.view)).drift is None for _ in range(3)])
 
-    async def test_a_rebalance_rewrites_only_what_changed_materially(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    @pytest.mark.parametrize(("better", "taken"), [(-0.05, False), (0.05, True)])
+    async def test_a_rebalance_is_taken_when_it_scores_higher_and_rewrites_what_moved(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, better: float, taken: bool
     ) -> None:
-        """A fresh clustering that looks far better forces a re-balance; on a graph whose
-        communities are where they belong, it changes nothing a reader would see."""
+        """A fresh clustering that looks far better makes the run re-cluster with every node
+        free; the result is taken only if it scores higher than the maintained one. On a
+        graph whose communities are where they belong, either way nothing a reader would see
+        changes."""
         import graph.job.run as community_run
 
         world, job = await steady_job(tmp_path, drift_check_every=1)
         reports = job.snapshot().community_reports
         monkeypatch.setattr(community_run, "scratch_modularity", lambda graph, seed: 0.99)
+        whole, tried = community_run._whole_graph, []
+
+        def scored(kept: Any, state: JobState, params: Any, rebalance: bool) -> Any:
+            made = whole(kept, state, params, rebalance)
+            if not rebalance:
+                return made
+            tried.append(made.modularity)
+            return replace(made, modularity=made.modularity + better)
+
+        monkeypatch.setattr(community_run, "_whole_graph", scored)
         result = await job.run(world.view)
-        assert result.drift is not None and result.drift.rebalanced
+        assert tried and result.drift is not None and result.drift.rebalanced is taken
+        assert result.modularity == pytest.approx(
+            tried[0] + better if taken else result.drift.maintained
+        )
         assert result.regenerated == 0 and result.events == []
         assert job.snapshot().community_reports == reports
