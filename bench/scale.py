@@ -24,8 +24,8 @@ the first complete run), ``plus40_run_s`` (the runs without their commits), ``pl
 ``plus40_runs`` (how many runs took each +40 in) and ``plus40_phases`` (each run's seconds
 by phase); for where memory goes (not scored):
 ``job_pss_peak`` (at the peak: seconds since the sampling began, the job's own process and its
-children, and the job's status then), ``largest_run`` (the run of most changes its status
-named) and ``job_pss_timeline`` (seconds, MiB each minute); then
+children, and the job's status then), ``largest_run`` (the longest run its status named, with
+the reports it wrote and put off) and ``job_pss_timeline`` (seconds, MiB each minute); then
 ``job_kib_per_article`` (the growth of ``job_pss_mib`` between the two sizes, per article)
 and the ratio of the +40 totals. ``--baseline`` writes the same figures under ``baseline``
 too (the measurement of the code before the bounded-memory work); later runs carry the
@@ -135,11 +135,12 @@ class PssSampler:
         at = round(time.monotonic() - self._started, 1)
         status = read_status(self.settings) if self.settings is not None else None
         run = status.last_run if status is not None else None
-        if run is not None and run.changes > self.largest_run.get("changes", -1):
+        if run is not None and run.duration_s > self.largest_run.get("duration_s", -1.0):
             self.largest_run = {
                 "version": run.version,
-                "changes": run.changes,
                 "duration_s": run.duration_s,
+                "reports_regenerated": run.reports_regenerated,
+                "reports_deferred": run.reports_deferred,
                 "phases": run.phases,
             }
         if own + children > self.job_max_kib:
