@@ -6,7 +6,11 @@ merged and dissolved communities, regenerated and kept reports, a newer news day
 from __future__ import annotations
 
 import pickle
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from agents.community.runner import Runner
 from agents.community.state import close_state, forget_state, load_state, save_state
@@ -43,12 +47,25 @@ def _changed(settings: Settings, table: str) -> int:
     return open_graph_store(settings).version_infos()[-1].changed.get(table, 0)
 
 
-async def _first_run(settings: Settings, world: World) -> JobState:
-    """The database's state, its view the world's, after one run and its save."""
-    state = load_state(settings)
-    state.view = world.view
-    await _run(settings, state)
-    return state
+@dataclass
+class Started:
+    """A job's settings, its world, and the database's state after one run and its save."""
+
+    settings: Settings
+    world: World
+    state: JobState
+
+
+@pytest.fixture
+async def started(tmp_path: Path) -> AsyncIterator[Started]:
+    settings, world = settings_for(tmp_path), base_world()
+    try:
+        state = load_state(settings)
+        state.view = world.view
+        await _run(settings, state)
+        yield Started(settings, world, state)
+    finally:
+        close_state(settings)
 
 
 def _restarted(settings: Settings, world: World) -> JobState:
@@ -60,41 +77,36 @@ def _restarted(settings: Settings, world: World) -> JobState:
 
 
 async def test_commits_write_the_changed_community_rows_and_match_a_whole_assembly(
-    tmp_path: Path,
+    started: Started,
 ) -> None:
-    settings = settings_for(tmp_path)
-    world = base_world()
-    try:
-        await _first_run(settings, world)
-        state = _restarted(settings, world)
-        await _run(settings, state)  # a restarted job commits every row once
-        assert state.committed.known()
-        _tables_match_a_whole_assembly(settings, state)
-        await _run(settings, state)
+    settings, world = started.settings, started.world
+    state = _restarted(settings, world)
+    await _run(settings, state)  # a restarted job commits every row once
+    assert state.committed.known()
+    _tables_match_a_whole_assembly(settings, state)
+    await _run(settings, state)
 
-        # a new member of one desk: its communities change, the others' rows are not written
-        world.say("doc-new", [("Orion A 8", "Orion A 8 joined.")], [])
-        world.say("doc-new-2", [], [("Orion A 8", "Orion A 0", "Orion A 8 reports to Orion A 0.")])
-        await _run(settings, state)
-        assert 0 < _changed(settings, "communities") < len(state.communities)
-        _tables_match_a_whole_assembly(settings, state)
-        await _run(settings, state)
+    # a new member of one desk: its communities change, the others' rows are not written
+    world.say("doc-new", [("Orion A 8", "Orion A 8 joined.")], [])
+    world.say("doc-new-2", [], [("Orion A 8", "Orion A 0", "Orion A 8 reports to Orion A 0.")])
+    await _run(settings, state)
+    assert 0 < _changed(settings, "communities") < len(state.communities)
+    _tables_match_a_whole_assembly(settings, state)
+    await _run(settings, state)
 
-        # news on a later day: every emerging score moves with the newest day
-        world.say("doc-later", [("Vega A 0", "Vega A 0 spoke again.")], [], day="1987-03-09")
-        await _run(settings, state)
-        _tables_match_a_whole_assembly(settings, state)
-        await _run(settings, state)
+    # news on a later day: every emerging score moves with the newest day
+    world.say("doc-later", [("Vega A 0", "Vega A 0 spoke again.")], [], day="1987-03-09")
+    await _run(settings, state)
+    _tables_match_a_whole_assembly(settings, state)
+    await _run(settings, state)
 
-        # a group's documents retracted: its communities dissolve, their rows and reports go
-        before = {c.id for c in state.communities}
-        _retract(state, world.chunks, "doc-Lyra")
-        await _run(settings, state)
-        assert before - {c.id for c in state.communities}  # some communities dissolved
-        assert not any(entity_key("Lyra 0") in c.entity_keys for c in state.communities)
-        _tables_match_a_whole_assembly(settings, state)
-    finally:
-        close_state(settings)
+    # a group's documents retracted: its communities dissolve, their rows and reports go
+    before = {c.id for c in state.communities}
+    _retract(state, world.chunks, "doc-Lyra")
+    await _run(settings, state)
+    assert before - {c.id for c in state.communities}  # some communities dissolved
+    assert not any(entity_key("Lyra 0") in c.entity_keys for c in state.communities)
+    _tables_match_a_whole_assembly(settings, state)
 
 
 def _retract(state: JobState, chunks: int, prefix: str) -> None:
@@ -113,42 +125,32 @@ def _retract(state: JobState, chunks: int, prefix: str) -> None:
 
 
 async def test_a_restarted_job_commits_what_differs_and_drops_what_dissolved(
-    tmp_path: Path,
+    started: Started,
 ) -> None:
-    settings = settings_for(tmp_path)
-    world = base_world()
-    try:
-        state = await _first_run(settings, world)
-        await _run(settings, state)
-        before = {c.id for c in state.communities}
-        state = _restarted(settings, world)  # what the last commit wrote is not known
-        _retract(state, world.chunks, "doc-Lyra")
-        await _run(settings, state)
-        assert before - {c.id for c in state.communities}  # some communities dissolved
-        assert state.committed.known()
-        assert _changed(settings, "community_reports") < len(state.reports)  # not all again
-        _tables_match_a_whole_assembly(settings, state)  # their reports' rows went too
-    finally:
-        close_state(settings)
+    settings, world, state = started.settings, started.world, started.state
+    await _run(settings, state)
+    before = {c.id for c in state.communities}
+    state = _restarted(settings, world)  # what the last commit wrote is not known
+    _retract(state, world.chunks, "doc-Lyra")
+    await _run(settings, state)
+    assert before - {c.id for c in state.communities}  # some communities dissolved
+    assert state.committed.known()
+    assert _changed(settings, "community_reports") < len(state.reports)  # not all again
+    _tables_match_a_whole_assembly(settings, state)  # their reports' rows went too
 
 
-async def test_a_discarded_store_commits_every_row_again(tmp_path: Path) -> None:
-    settings = settings_for(tmp_path)
-    world = base_world()
-    try:
-        state = await _first_run(settings, world)
-        await _run(settings, state)
-        assert state.committed.known()
-        state.reports[next(iter(state.reports))] = next(iter(state.reports.values()))
-        state = _restarted(settings, world)  # a failed run: the copy is dropped
-        state.committed.take_reports(state.reports)
-        assert not state.committed.known()
-        world.say("doc-new", [("Vega A 9", "Vega A 9 joined.")], [])
-        await _run(settings, state)
-        assert state.committed.known()
-        _tables_match_a_whole_assembly(settings, state)
-    finally:
-        close_state(settings)
+async def test_a_discarded_store_commits_every_row_again(started: Started) -> None:
+    settings, world, state = started.settings, started.world, started.state
+    await _run(settings, state)
+    assert state.committed.known()
+    state.reports[next(iter(state.reports))] = next(iter(state.reports.values()))
+    state = _restarted(settings, world)  # a failed run: the copy is dropped
+    state.committed.take_reports(state.reports)
+    assert not state.committed.known()
+    world.say("doc-new", [("Vega A 9", "Vega A 9 joined.")], [])
+    await _run(settings, state)
+    assert state.committed.known()
+    _tables_match_a_whole_assembly(settings, state)
 
 
 def test_a_state_saved_before_the_memory_caches_loads_with_empty_ones() -> None:
@@ -162,22 +164,17 @@ def test_a_state_saved_before_the_memory_caches_loads_with_empty_ones() -> None:
 
 
 async def test_the_row_digests_live_in_the_state_database_and_follow_each_commit(
-    tmp_path: Path,
+    started: Started,
 ) -> None:
-    settings = settings_for(tmp_path)
-    world = base_world()
-    try:
-        state = await _first_run(settings, world)
-        for step in range(2):
-            world.say(f"doc-new-{step}", [(f"Vega A {step}", f"Vega A {step} joined.")], [])
-            await _run(settings, state)
-            state = _restarted(settings, world)
-            known = state.tables_known
-            assert known is not None
-            assert all(isinstance(t, DiskMap) for t in known.digests.values())
-            latest = open_graph_store(settings).load()
-            assert known.version == latest.meta.version
-            held = {name: dict(table.items()) for name, table in known.digests.items()}
-            assert held == KnownRows.of(latest).digests  # updated in place, saved, loaded
-    finally:
-        close_state(settings)
+    settings, world, state = started.settings, started.world, started.state
+    for step in range(2):
+        world.say(f"doc-new-{step}", [(f"Vega A {step}", f"Vega A {step} joined.")], [])
+        await _run(settings, state)
+        state = _restarted(settings, world)
+        known = state.tables_known
+        assert known is not None
+        assert all(isinstance(t, DiskMap) for t in known.digests.values())
+        latest = open_graph_store(settings).load()
+        assert known.version == latest.meta.version
+        held = {name: dict(table.items()) for name, table in known.digests.items()}
+        assert held == KnownRows.of(latest).digests  # updated in place, saved, loaded
