@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import logging
 
 log = logging.getLogger(__name__)
@@ -20,7 +21,9 @@ log = logging.getLogger(__name__)
 _M_ARENA_MAX = -8  # mallopt parameter number in glibc's malloc.h
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
+    """The C library, looked up once (``find_library`` may run ``ldconfig``)."""
     try:
         return ctypes.CDLL(ctypes.util.find_library("c"))
     except (OSError, TypeError):

@@ -35,7 +35,7 @@ from graph.versions.model import (
     SnapshotTextUnit,
     report_body,
 )
-from graph.versions.rows import row_digests
+from graph.versions.rows import digests_at, row_digests
 
 
 def degrees(view: GraphView) -> Counter[str]:
@@ -86,9 +86,9 @@ def community_tables(
     derived: bool = True,
     touched: set[str] | None = None,
 ) -> tuple[SnapshotCommunity, ...]:
-    """The communities table of a run. ``derived=False`` leaves out
-    the columns the graph tables derive on reading (a community's relationship and text-unit
-    ids), which a commit does not store. ``touched``: the entities changes touched since the
+    """The communities table of a run. ``derived=False`` leaves out the columns the graph
+    tables derive on reading (a community's relationship and text-unit ids), which a commit
+    does not store. ``touched``: the entities changes touched since the
     last call (None: not known), whose communities' mentions per day are summed again
     (``graph.job.dailies``)."""
     ids = state.human_ids
@@ -131,10 +131,11 @@ def _reports_differing(
     """The reports whose row differs from ``known`` (the tables' digests by id), read one at
     a time rather than all held at once (tens of thousands at 100,000 articles), and the ids
     ``known`` holds that no live community's report has."""
+    was = digests_at(known, [c.id for c in communities])  # by chunks of ids, not one by one
     differing, live = [], set()
     for report in _reports(state, communities):
         live.add(report.id)
-        if known.get(report.id) != row_digests("community_reports", (report,))[report.id]:
+        if was.get(report.id) != row_digests("community_reports", (report,))[report.id]:
             differing.append(report)
     return tuple(differing), frozenset(k for k in known if k not in live)
 
