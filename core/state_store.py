@@ -130,6 +130,8 @@ class StateStore:
         db = self._db()
         if name in self._meta:
             return self._meta[name]
+        if name in self._meta_files:
+            return self._meta_files[name].read_bytes()
         row = db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
         return None if row is None else bytes(row[0])
 

@@ -493,6 +493,7 @@ def test_a_large_blob_streams_in_through_a_file_and_out_through_a_reader(tmp_pat
         pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
     pending = list(tmp_path.glob("*.pending"))
     assert len(pending) == 1 and store.open_meta("state") is None  # written at the commit
+    assert pickle.loads(store.get_meta("state") or b"") == value  # the last put, pending
     store.commit()
     assert not list(tmp_path.glob("*.pending"))
     reader = store.open_meta("state")
