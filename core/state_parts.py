@@ -1,7 +1,7 @@
 """The state store's errors, the record of a commit, how a map tells a value that cannot
 change in place (``DiskMap.values_frozen``), the reads a frozen map holds, and the views of
-its whole passes; apart so
-``core.state_store`` keeps to the maps."""
+its whole passes; apart so ``core.state_store`` and ``core.disk_map`` keep to the store and
+its maps."""
 
 from __future__ import annotations
 

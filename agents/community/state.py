@@ -182,8 +182,8 @@ def _owner(state: JobState, holder: str) -> Any:
 
 def _held_maps(state: JobState) -> list[tuple[str, Any, str]]:
     """(table, holder, attribute) of every map of ``DISK_MAPS`` the state has, and of the row
-    digests of the graph version it last wrote (``KNOWN_MAPS``: the holder is the digests'
-    dict, the attribute a table's name)."""
+    digests of the graph version it last wrote (tables ``_KNOWN`` + a graph table's name: the
+    holder is the digests' dict, the attribute the graph table's name)."""
     held = [
         (table, owner, attribute)
         for table, holder, attribute in DISK_MAPS
