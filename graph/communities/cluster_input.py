@@ -25,7 +25,7 @@ removed, which the maintained clustering treats like any other change.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 
 from graph.communities.leiden_graph import (
@@ -99,11 +99,10 @@ class ClusterInput:
     # entity key -> every relationship key with that end, counted or not (an entity that
     # appears or goes changes whether they count)
     ends: MutableMapping[str, set[str]] = field(default_factory=dict)
-    # node -> neighbour -> pair weight (nonzero weights); a node is any end of a counted
-    # relationship, with an entry even when all its weights are zero
+    # node -> neighbour -> pair weight (nonzero weights): the graph's edges, each under both
+    # ends (``edge_weights`` names each once); a node is any end of a counted relationship,
+    # with an entry even when all its weights are zero
     adjacency: dict[str, dict[str, float]] = field(default_factory=dict)
-    # pair -> its weight, the pairs of nonzero weight: the graph's edges
-    weights: dict[Pair, float] = field(default_factory=dict)
     digests: dict[str, int] = field(default_factory=dict)
     strengths: dict[str, float] = field(default_factory=dict)
     # the entities of the view when their relationships were last counted
@@ -210,10 +209,6 @@ class ClusterInput:
         after = math.fsum(nonzero) if nonzero else None
         if not rels:
             self.pairs.pop(pair_key(pair), None)
-        if after is None:
-            self.weights.pop(pair, None)
-        else:
-            self.weights[pair] = after
         if before != after:
             self.deltas[pair] = self.deltas.get(pair, 0.0) + (after or 0.0) - (before or 0.0)
         for node, other in ((a, b), (b, a)):
@@ -248,6 +243,17 @@ class ClusterInput:
         self.strengths[node] = total
         self.digests.setdefault(node, 0)
 
+    def weight(self, a: str, b: str) -> float | None:
+        """The weight of the edge between ``a`` and ``b``; None when there is none."""
+        return self.adjacency.get(a, {}).get(b)
+
+    def edge_weights(self) -> Iterator[tuple[Pair, float]]:
+        """Every edge once, as (pair, weight), the pair's smaller key first."""
+        for a, row in self.adjacency.items():
+            for b, w in row.items():
+                if a < b:
+                    yield (a, b), w
+
     def __getstate__(self) -> dict[str, object]:
         return {**vars(self), "_graph": None}  # a cache, rebuilt on first use
 
@@ -255,6 +261,7 @@ class ClusterInput:
         # a checkpoint from before changes were kept: not known until the next run; from
         # before aliases: no glue until the next run sets it
         vars(self).update({"dirty": None, "cut": set(), "deltas": {}, "glue": {}, **data})
+        vars(self).pop("weights", None)  # each edge kept twice before: it is in ``adjacency``
         pairs = vars(self)["pairs"]
         if isinstance(pairs, dict) and any(isinstance(k, tuple) for k in pairs):
             self.pairs = {pair_key(k): v for k, v in pairs.items()}  # keyed by tuples before
@@ -265,8 +272,10 @@ class ClusterInput:
             keys = sorted(self.adjacency)
             n = len(keys)
             at = dict(zip(keys, range(n), strict=True)).__getitem__
-            codes = [at(a) * n + at(b) for a, b in self.weights]  # the pair as one int
-            weights = list(self.weights.values())
+            codes, weights = [], []
+            for (a, b), w in self.edge_weights():
+                codes.append(at(a) * n + at(b))  # the pair as one int
+                weights.append(w)
             order = sorted(range(len(codes)), key=codes.__getitem__)
             self._graph = WeightedGraph(
                 tuple(keys),

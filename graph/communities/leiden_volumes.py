@@ -44,7 +44,7 @@ def current_volumes(
     degree: dict[int, float] = {}
     pairs: Iterable[tuple[tuple[str, str], float]]
     if kept is None:
-        pairs = ci.weights.items()
+        pairs = ci.edge_weights()
         for v, s in ci.strengths.items():
             if (lab := label0.get(v)) is not None:
                 degree[lab] = degree.get(lab, 0.0) + s

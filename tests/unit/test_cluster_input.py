@@ -118,6 +118,18 @@ def test_refreshing_more_than_changed_changes_nothing_and_a_pickle_keeps_it() ->
     assert again.graph() == before
 
 
+def test_a_checkpoint_that_kept_each_edge_twice_loads_with_the_same_graph() -> None:
+    world = base_world()
+    kept = ClusterInput.build(world.view)
+    before = kept.graph()
+    older = dict(vars(kept), weights=dict(kept.edge_weights()))  # as checkpoints held it
+    loaded = ClusterInput.__new__(ClusterInput)
+    loaded.__setstate__(older)
+    assert "weights" not in vars(loaded)
+    assert loaded.graph() == before
+    assert dict(loaded.edge_weights()) == older["weights"] and older["weights"]
+
+
 async def test_the_job_keeps_it_equal_to_a_rebuild_run_after_run(tmp_path: Path) -> None:
     world = base_world()
     job = Job(make_settings(tmp_path))

@@ -89,7 +89,7 @@ def modularity(kept: ClusterInput, h: Hierarchy) -> float:
         return 0.0
     inside: dict[int, float] = {}
     degree: dict[int, float] = {}
-    for (a, b), w in kept.weights.items():
+    for (a, b), w in kept.edge_weights():
         if label[a] == label[b]:
             inside[label[a]] = inside.get(label[a], 0.0) + w
     for v, s in kept.strengths.items():
@@ -215,13 +215,14 @@ def test_the_clustering_input_names_what_changed_and_what_lost_an_edge() -> None
     a, b = sorted(
         (world.view.relationships[rel].source_key, world.view.relationships[rel].target_key)
     )
-    weight = kept.weights[(a, b)]
+    weight = kept.weight(a, b)
+    assert weight is not None
     world.view.apply(GraphChange("chunk-gone", "doc-x", True, deleted_relationships=(rel,)))
     refresh(kept, world.view)
     changes = kept.take_changes()
     assert changes is not None
     assert {a, b} <= changes.dirty
-    after = kept.weights.get((a, b), 0.0)
+    after = kept.weight(a, b) or 0.0
     assert changes.deltas[(a, b)] == pytest.approx(after - weight)
     if after == 0.0:
         assert {a, b} <= changes.cut
