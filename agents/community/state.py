@@ -100,6 +100,9 @@ FROZEN_MAPS = frozenset(
 # the row digests, by table, of the graph version the job wrote last (``KnownRows``): a table
 # each, ``_KNOWN`` + the graph table's name, updated in place by each commit
 _KNOWN = "known_"
+# the human-readable ids given so far (``HumanIds``), a table per kind: ``_IDS`` + the kind
+_IDS = "ids_"
+ID_KINDS = ("entity", "relationship", "text_unit", "document", "claim", "community")
 log = logging.getLogger(__name__)
 # by the job's directory (namespace and data directory): the state this process holds, and
 # its open database
@@ -120,9 +123,9 @@ def _store(settings: Settings) -> StateStore:
         for table, _, _ in DISK_MAPS:  # every whole pass over them reads (see the note above)
             store.map(table).passes_hold = False
             store.map(table).values_frozen = table in FROZEN_MAPS
-        for name in TABLES:  # digests (bytes) by row id
-            store.map(_KNOWN + name).passes_hold = False
-            store.map(_KNOWN + name).values_frozen = True
+        for table in [*(_KNOWN + name for name in TABLES), *(_IDS + k for k in ID_KINDS)]:
+            store.map(table).passes_hold = False  # digests (bytes) or ids by row id
+            store.map(table).values_frozen = True
     return store
 
 
@@ -183,7 +186,8 @@ def _owner(state: JobState, holder: str) -> Any:
 def _held_maps(state: JobState) -> list[tuple[str, Any, str]]:
     """(table, holder, attribute) of every map of ``DISK_MAPS`` the state has, and of the row
     digests of the graph version it last wrote (tables ``_KNOWN`` + a graph table's name: the
-    holder is the digests' dict, the attribute the graph table's name)."""
+    holder is the digests' dict, the attribute the graph table's name), and of the
+    human-readable ids (``_IDS`` + a kind: the holder is ``human_ids.assigned``)."""
     held = [
         (table, owner, attribute)
         for table, holder, attribute in DISK_MAPS
@@ -192,6 +196,9 @@ def _held_maps(state: JobState) -> list[tuple[str, Any, str]]:
     known = getattr(state, "tables_known", None)
     if known is not None:
         held += [(_KNOWN + name, known.digests, name) for name in known.digests if name in TABLES]
+    assigned = state.human_ids.assigned
+    if isinstance(assigned, dict):
+        held += [(_IDS + kind, assigned, kind) for kind in assigned if kind in ID_KINDS]
     return held
 
 

@@ -390,19 +390,15 @@ def _fresh_ids(human_ids: HumanIds, count: int, taken: set[str]) -> tuple[list[s
     state whose counter lags its communities must not produce a duplicate)."""
     known = human_ids.assigned.get(COMMUNITY_KIND, {})
     n = human_ids.next_id(COMMUNITY_KIND)
-    table = dict(known)
-    out: list[str] = []
-    while len(out) < count:
+    given: dict[str, int] = {}
+    while len(given) < count:
         candidate = f"c-{n}"
         if candidate not in taken and candidate not in known:
-            out.append(candidate)
-            table[candidate] = n
+            given[candidate] = n
         n += 1
-    if not out:
-        return out, human_ids
-    return out, HumanIds(
-        {**human_ids.next_ids, COMMUNITY_KIND: n}, {**human_ids.assigned, COMMUNITY_KIND: table}
-    )
+    if not given:
+        return [], human_ids
+    return list(given), human_ids.given(COMMUNITY_KIND, given, n)
 
 
 def _communities(

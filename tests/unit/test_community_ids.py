@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections import UserDict
 
 import orjson
 import pytest
@@ -260,6 +261,15 @@ class TestHumanIds:
         h = empty.assign("entity", ["x"]).assign("text_unit", ["x"])
         assert (h.get("entity", "x"), h.get("text_unit", "x")) == (0, 0)
         assert empty.get("entity", "x") is None and empty.next_id("entity") == 0
+
+    def test_a_table_on_disk_takes_new_ids_in_place_and_keeps_the_old_ones(self) -> None:
+        table = UserDict({"a": 0, "b": 1})  # a mapping that is not a dict, as a DiskMap
+        before = HumanIds({"entity": 2}, {"entity": table})
+        after = before.assign("entity", ["b", "c"]).adopt("entity", {"d": 7}, None)
+        assert after.assigned["entity"] is table  # not copied
+        assert dict(table) == {"a": 0, "b": 1, "c": 2, "d": 7}
+        assert after.next_id("entity") == 8 and before.next_id("entity") == 2
+        assert before.get("entity", "b") == 1  # what the old allocator gave never changes
 
     def test_state_roundtrips_through_json(self) -> None:
         h = HumanIds.empty().assign("entity", ["a", "b"]).assign("community", ["c-0"])

@@ -65,14 +65,15 @@ async def test_a_saved_state_loads_back_whole(tmp_path: Path) -> None:
         job.state.offsets = {0: 41, 1: 7}
         save_state(settings, job.state)
         saved_maps, communities = _maps(job.state), job.state.communities
-        human_ids, hierarchy = job.state.human_ids, job.state.hierarchy
+        human_ids, hierarchy = job.state.human_ids.to_dict(), job.state.hierarchy
         close_state(settings)
         loaded = load_state(settings)
         assert loaded is not job.state
         assert loaded.offsets == {0: 41, 1: 7}
         assert read_offsets(settings) == {0: 41, 1: 7}
         assert _maps(loaded) == saved_maps and saved_maps["view_entities"]
-        assert loaded.communities == communities and loaded.human_ids == human_ids
+        assert loaded.communities == communities and loaded.human_ids.to_dict() == human_ids
+        assert all(isinstance(t, DiskMap) for t in loaded.human_ids.assigned.values())
         assert loaded.hierarchy == hierarchy
         assert saved_maps["evidence_entity_facts"] and saved_maps["evidence_by_pair"]
         assert all(isinstance(getattr(_owner(loaded, h), a), DiskMap) for _, h, a in DISK_MAPS)
