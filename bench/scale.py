@@ -46,7 +46,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,11 +152,27 @@ class PssSampler:
                 "state": status.state if status is not None else None,
                 "pending_changes": status.pending_changes if status is not None else None,
                 "last_version": run.version if run is not None else None,
+                "reports_deferred": run.reports_deferred if run is not None else None,
+                "light_commits": status.light_commits if status is not None else None,
             }
         if not self.timeline or at - self.timeline[-1][0] >= self.timeline_s:
             self.timeline.append((at, round((own + children) / 1024, 1)))
         self.tree_max_kib = max(self.tree_max_kib, sum(pss_kib(p) for p in tree))
         self.samples += 1
+
+    def progress(self) -> str:
+        """One line on where the job stands, for the log of a long ingest."""
+        status = read_status(self.settings) if self.settings is not None else None
+        run = status.last_run if status is not None else None
+        now = round(self.timeline[-1][1]) if self.timeline else 0
+        said = "no run yet"
+        if status is not None and run is not None:
+            said = (
+                f"{status.state}, last run v{run.version} ({run.duration_s:.0f} s, "
+                f"{run.reports_regenerated} reports, {run.reports_deferred} waiting), "
+                f"{status.light_commits} light commits"
+            )
+        return f"{said}; job PSS {now} MiB (max {self.job_max_kib // 1024})"
 
     def start(self) -> threading.Thread:
         def loop() -> None:
@@ -255,14 +271,25 @@ async def send(settings: Settings, docs: Iterable[Document]) -> int:
     return sent
 
 
-async def complete_run(settings: Settings, after: int, timeout_s: float) -> int:
+async def complete_run(
+    settings: Settings,
+    after: int,
+    timeout_s: float,
+    progress: Callable[[], str] | None = None,
+    every_s: float = 300.0,
+) -> int:
     """The first community-run version newer than ``after`` that holds everything published,
-    with no report put off to a later run (``reports_per_run``: its status says so)."""
+    with no report put off to a later run (``reports_per_run``: its status says so); printing
+    ``progress()`` every ``every_s`` while it waits."""
     from core.tables.opening import open_graph_store
 
     store = open_graph_store(settings)
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline, told = started + timeout_s, started
     while time.monotonic() < deadline:
+        if progress is not None and time.monotonic() - told >= every_s:
+            told = time.monotonic()
+            print(f"  … {told - started:.0f} s: {progress()}", flush=True)
         with contextlib.suppress(Exception):  # no tables yet, or a version being written
             infos = [v for v in store.version_infos_all() if v.version > after]
             runs = [v for v in infos if v.meta.kind != "rows"]
@@ -288,7 +315,7 @@ async def measure(base: Settings, corpus: Corpus, n: int, timeout_s: float) -> d
             sampler.start()
             started = time.monotonic()
             await send(settings, corpus.articles(0, n))
-            version = await complete_run(settings, 0, timeout_s)
+            version = await complete_run(settings, 0, timeout_s, sampler.progress)
             ingest_s = time.monotonic() - started
             print(f"[{n}] version {version} holds all {n} articles after {ingest_s:.0f} s")
             runs, commits, counts, phases = [], [], [], []
