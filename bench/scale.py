@@ -32,8 +32,10 @@ too (the measurement of the code before the bounded-memory work); later runs car
 baseline over with the commit it was measured at.
 
 Quick: 1,000 and 4,000 articles. Full: 8,000 and 100,000 (about an hour and a half on 2
-cores, most of it the offline extraction of 100,000 articles). ``--full --huge``: 300,000
-instead of 100,000, written to ``bench/results/scale_huge.json``.
+cores, most of it the offline extraction of 100,000 articles; longer while the job's reports
+wait, ``reports_per_run``). ``--full --huge``: 300,000 instead of 100,000, written to
+``bench/results/scale_huge.json``. ``--sizes N … --out FILE``: any sizes, written to ``FILE``
+only (outside ``bench/results``; nothing judged).
 """
 
 from __future__ import annotations
@@ -377,7 +379,22 @@ def carried_baseline(mode: str) -> dict[str, Any] | None:
     return (run.get("figures") or {}).get("baseline")
 
 
+async def explore(args: argparse.Namespace) -> None:
+    """``--sizes``: the same measurement at sizes of one's choosing, written to ``--out``
+    alone (never to ``bench/results``: no target is judged on it), to see how the job grows
+    between the quick and full sizes in less than the full run's hour and a half."""
+    base = load_settings()
+    ensure_offline_bpe()
+    corpus = Corpus(load_documents(DATA, 10**9))
+    corpora = {str(n): await measure(base, corpus, n, args.timeout) for n in args.sizes}
+    args.out.write_text(json.dumps({"corpora": corpora}, indent=1))
+    print(f"wrote sizes {args.sizes} to {args.out}")
+
+
 async def main_async(args: argparse.Namespace) -> None:
+    if args.sizes:
+        await explore(args)
+        return
     mode = "full" if args.full else "quick"
     sizes = QUICK if not args.full else (FULL[0], HUGE if args.huge else FULL[1])
     base = load_settings()
@@ -414,7 +431,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--huge", action="store_true", help="300,000 articles (with --full)")
     parser.add_argument("--timeout", type=float, default=4 * 3600, help="seconds per ingest")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", help="articles per corpus, written to --out only"
+    )
     args = parser.parse_args(argv)
+    results = result_path("scale").parent.resolve()
+    if args.sizes and (args.out is None or args.out.resolve().parent == results):
+        parser.error("--sizes writes to --out only, outside bench/results (no target judged)")
     if not DATA.exists():
         print(f"skipped: {DATA} is not there (see ../shared/data/README.md)")
         return

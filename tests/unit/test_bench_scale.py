@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from bench.scale import RunWatch
+from bench.scale import PssSampler, RunWatch, main
 from core.job_status import JobStatus, LastRun, LightCommit, write_status
 from core.settings import Settings, get_settings
 
@@ -78,3 +80,22 @@ def test_a_run_missed_between_polls_is_an_error_not_a_smaller_figure(settings: S
     write_status(settings, a_status(a_run(7, 1.0, 0.1)))
     with pytest.raises(RuntimeError, match="version 6"):
         watch.between(5, 6, timeout_s=1)
+
+
+def test_the_progress_line_names_the_last_run_and_what_waits(settings: Settings) -> None:
+    sampler = PssSampler(worker_pid=os.getpid(), settings=settings)
+    assert sampler.progress().startswith("no run yet")
+    run = replace(a_run(9, 61.0, 2.0), reports_regenerated=2000, reports_deferred=5310)
+    write_status(settings, a_status(run, LightCommit(10, time.time(), 12, 0.5)))
+    line = sampler.progress()
+    assert "last run v9 (61 s, 2000 reports, 5310 waiting), 1 light commits" in line
+
+
+@pytest.mark.parametrize("out", [None, Path(__file__).parents[2] / "bench/results/x.json"])
+def test_sizes_of_ones_choosing_are_never_written_among_the_results(
+    out: Path | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--sizes", "10", *(["--out", str(out)] if out is not None else [])]
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert "--sizes writes to --out only" in capsys.readouterr().err
