@@ -6,7 +6,7 @@ start-up and passed in, so ``graph/`` never imports a network library.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -23,6 +23,15 @@ def peek(mapping: Mapping[str, V], key: str, default: D) -> V | D:
     caller must not change the value in place."""
     look = getattr(mapping, "peek", None)
     return mapping.get(key, default) if look is None else look(key, default)
+
+
+def values_at(mapping: Mapping[str, V], keys: Iterable[str]) -> dict[str, V]:
+    """``mapping``'s value of each of ``keys`` it holds: by chunks of keys from a map that
+    offers ``get_many`` (the job's on-disk ``DiskMap``), else key by key."""
+    get_many = getattr(mapping, "get_many", None)
+    if get_many is not None:
+        return dict(get_many(keys))
+    return {k: mapping[k] for k in keys if k in mapping}
 
 
 class Peeked(Mapping[str, V]):

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 
 from graph.errors import GraphError
+from graph.protocols import values_at
 
 
 class HumanIdsError(GraphError):
@@ -46,7 +47,7 @@ class HumanIds:
 
     def assign(self, kind: str, keys: Iterable[str]) -> HumanIds:
         wanted = list(dict.fromkeys(keys))
-        held = _held(self.assigned.get(kind, {}), wanted)
+        held = values_at(self.assigned.get(kind, {}), wanted)
         fresh = [k for k in wanted if k not in held]
         if not fresh:
             return self
@@ -71,7 +72,7 @@ class HumanIds:
         the graph tables are ahead of the state they were written from (a checkpoint older
         than the last commits): the ids those commits gave stay with their keys, and no
         number they used is given again. Keys numbered here already keep their numbers."""
-        held = _held(self.assigned.get(kind, {}), given)
+        held = values_at(self.assigned.get(kind, {}), given)
         fresh = {k: n for k, n in given.items() if k not in held}
         floor = max([self.next_id(kind), *((beyond + 1,) if beyond is not None else ())])
         floor = max([floor, *(n + 1 for n in fresh.values())])
@@ -100,12 +101,3 @@ class HumanIds:
             if table and max(table.values()) >= next_ids.get(kind, 0):
                 raise HumanIdsError(f"counter of {kind!r} is behind the ids it gave")
         return cls(next_ids, assigned)
-
-
-def _held(table: Mapping[str, int], keys: Iterable[str]) -> set[str]:
-    """Which of ``keys`` ``table`` holds: by chunks of keys from a table on disk
-    (``get_many``), else key by key."""
-    get_many = getattr(table, "get_many", None)
-    if get_many is not None:
-        return set(get_many(keys))
-    return {k for k in keys if k in table}

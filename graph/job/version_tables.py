@@ -23,6 +23,7 @@ from graph.job.summaries import summary
 from graph.merge.aggregates import EntityAggregate, RelationshipAggregate
 from graph.merge.view import FreshKeys, GraphView
 from graph.model import Community
+from graph.protocols import values_at
 from graph.versions.model import (
     Snapshot,
     SnapshotClaim,
@@ -35,7 +36,7 @@ from graph.versions.model import (
     SnapshotTextUnit,
     report_body,
 )
-from graph.versions.rows import digests_at, row_digests
+from graph.versions.rows import row_digests
 
 
 def degrees(view: GraphView) -> Counter[str]:
@@ -131,7 +132,7 @@ def _reports_differing(
     """The reports whose row differs from ``known`` (the tables' digests by id), read one at
     a time rather than all held at once (tens of thousands at 100,000 articles), and the ids
     ``known`` holds that no live community's report has."""
-    was = digests_at(known, [c.id for c in communities])  # by chunks of ids, not one by one
+    was = values_at(known, [c.id for c in communities])  # by chunks of ids, not one by one
     differing, live = [], set()
     for report in _reports(state, communities):
         live.add(report.id)
@@ -177,8 +178,7 @@ def community_changes(
             rows[c.id] = _row_now(c, live, view, state, period, scores, dailies[c.id])
             upserts.append(rows[c.id])
     wanted = sorted((changed_reports | born) & live.keys())
-    get_many = getattr(state.reports, "get_many", None)  # a DiskMap reads by chunks of keys
-    held = get_many(wanted) if get_many is not None else state.reports
+    held = values_at(state.reports, wanted)
     return CommunityChanges(
         tuple(rows[c.id] for c in communities),
         tuple(upserts),
