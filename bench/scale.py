@@ -25,11 +25,12 @@ the first complete run), ``plus40_run_s`` (the runs without their commits), ``pl
 by phase); for where memory goes (not scored):
 ``job_pss_peak`` (at the peak: seconds since the sampling began, the job's own process and its
 children, and the job's status then), ``largest_run`` (the longest run its status named, with
-the reports it wrote and put off) and ``job_pss_timeline`` (seconds, MiB each minute); then
-``job_kib_per_article`` (the growth of ``job_pss_mib`` between the two sizes, per article)
-and the ratio of the +40 totals. ``--baseline`` writes the same figures under ``baseline``
-too (the measurement of the code before the bounded-memory work); later runs carry the
-baseline over with the commit it was measured at.
+the reports it wrote and put off), ``fullest_run`` (the run whose process grew largest, with
+its resident peak in each phase: where a run's memory goes) and ``job_pss_timeline``
+(seconds, MiB each minute); then ``job_kib_per_article`` (the growth of ``job_pss_mib``
+between the two sizes, per article) and the ratio of the +40 totals. ``--baseline`` writes
+the same figures under ``baseline`` too (the measurement of the code before the
+bounded-memory work); later runs carry the baseline over with the commit it was measured at.
 
 Quick: 1,000 and 4,000 articles. Full: 8,000 and 100,000 (about an hour and a half on 2
 cores, most of it the offline extraction of 100,000 articles; longer while the job's reports
@@ -125,6 +126,7 @@ class PssSampler:
     samples: int = 0
     peak: dict[str, Any] = field(default_factory=dict)
     largest_run: dict[str, Any] = field(default_factory=dict)
+    fullest_run: dict[str, Any] = field(default_factory=dict)
     timeline: list[tuple[float, float]] = field(default_factory=list)
     _started: float = field(default_factory=time.monotonic)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -144,6 +146,16 @@ class PssSampler:
                 "reports_regenerated": run.reports_regenerated,
                 "reports_deferred": run.reports_deferred,
                 "phases": run.phases,
+                "phase_peak_mib": run.phase_peak_mib,
+            }
+        if run is not None and max(run.phase_peak_mib.values(), default=0.0) > max(
+            self.fullest_run.get("phase_peak_mib", {}).values(), default=-1.0
+        ):
+            self.fullest_run = {
+                "version": run.version,
+                "changes": run.changes,
+                "reports_regenerated": run.reports_regenerated,
+                "phase_peak_mib": run.phase_peak_mib,
             }
         if own + children > self.job_max_kib:
             self.job_max_kib = own + children
@@ -247,7 +259,13 @@ class RunWatch:
         commits = [r.phases.get("snapshot", r.phases.get("commit", 0.0)) for r in runs]
         run_s = sum(r.duration_s for r in runs) - sum(commits)
         self.taken = [
-            {"version": r.version, "changes": r.changes, "phases": r.phases} for r in runs
+            {
+                "version": r.version,
+                "changes": r.changes,
+                "phases": r.phases,
+                "phase_peak_mib": r.phase_peak_mib,
+            }
+            for r in runs
         ]
         return run_s, sum(commits) + light, len(runs)
 
@@ -347,6 +365,7 @@ async def measure(base: Settings, corpus: Corpus, n: int, timeout_s: float) -> d
         "pss_samples": sampler.samples,
         "job_pss_peak": sampler.peak,
         "largest_run": sampler.largest_run,
+        "fullest_run": sampler.fullest_run,
         "job_pss_timeline": sampler.timeline,
         "ingest_s": round(ingest_s, 1),
         "plus40_run_s": timing(runs, 3),

@@ -59,3 +59,19 @@ def cap_malloc_arenas(arenas: int) -> bool:
     if not taken:
         log.info("the C library refused a cap of %d malloc arenas", arenas)
     return taken
+
+
+def peak_rss_mib(*, reset: bool = False) -> float | None:
+    """This process's largest resident size since it started or since the last reset
+    (``VmHWM`` of ``/proc/self/status``), in MiB; with ``reset``, the mark then starts again
+    from the current size (``/proc/self/clear_refs``), so the next call gives the peak of
+    what ran between the two. None where ``/proc`` does not say (not Linux)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            peak = next((line.split()[1] for line in fh if line.startswith("VmHWM:")), None)
+        if reset:
+            with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+                fh.write("5")
+    except OSError:
+        return None
+    return None if peak is None else round(int(peak) / 1024, 1)

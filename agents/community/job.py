@@ -449,6 +449,7 @@ class CommunityJob:
                 failed_items=len(result.failed_this_run),
                 llm_calls=dict(result.llm_calls),
                 phases=dict(result.timings),
+                phase_peak_mib=dict(result.phase_peak_mib),
                 llm_tokens=dict(result.llm_tokens),
                 cost_usd=result.cost_usd,
             ),

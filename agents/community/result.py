@@ -7,7 +7,7 @@ dataclasses of builtins and ``graph`` records. The job turns them into its statu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from graph.job.run import DriftCheck
@@ -50,6 +50,8 @@ class RunResult:
     failed_this_run: list[str]  # items ("report:<id>", "summary:<slot>") refused this run
     failures: dict[str, ItemFailure]  # every item waiting for a retry, oldest first
     next_due_at: float | None  # unix time a run is due with no new change, if any
+    # the child process's largest resident size during each phase, MiB (Linux only)
+    phase_peak_mib: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

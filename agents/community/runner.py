@@ -45,7 +45,7 @@ from agents.community.state import forget_state, load_state, save_state
 from agents.community.texts import Texts
 from agents.community.vectors import write_report_vectors
 from agents.community.writers import Writers, build_writers
-from core.malloc import trim_heap
+from core.malloc import peak_rss_mib, trim_heap
 from core.settings import Settings
 from core.settings.llm import cost_usd
 from core.tables.store import GraphTables
@@ -83,11 +83,14 @@ def run(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]) -
     by ``save``, which the job calls next, once the run's version is out."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = Settings.model_validate_json(settings_json)
+    peak_rss_mib(reset=True)
     state = load_state(settings)
     try:
         fold_inbox(state)  # sent for a run that had ended: older than ``changes``
         fold(state, changes, offsets)
-        return asyncio.run(Runner(settings, state).run())
+        runner = Runner(settings, state)
+        runner.lap_peak("fold")
+        return asyncio.run(runner.run())
     except BaseException:
         forget_state(settings)
         forget_store(settings)
@@ -185,6 +188,7 @@ class Runner:
             cfg.reports_per_run,
         )
         self.timings: dict[str, float] = {}
+        self.peaks: dict[str, float] = {}  # MiB resident at most, by phase
         self._mark = time.monotonic()  # when the phase under way began
         encoding = get_encoding(settings.chunking.encoding).name
         self.count_tokens = partial(count_tokens, encoding)
@@ -202,6 +206,13 @@ class Runner:
         now = time.monotonic()
         self.timings[phase] = round(now - self._mark, 3)
         self._mark = now
+        self.lap_peak(phase)
+
+    def lap_peak(self, phase: str) -> None:
+        """Record the largest resident size since the last phase ended as ``phase``'s."""
+        peak = peak_rss_mib(reset=True)
+        if peak is not None:
+            self.peaks[phase] = peak
 
     def _store(self) -> GraphTables:
         if self._tables is None:
@@ -398,6 +409,7 @@ class Runner:
                 keys_decided=aliased.decided,
             ),
             timings=self.timings,
+            phase_peak_mib=self.peaks,
             regenerated=len(regenerated),
             reports_deferred=len(state.reports_deferred),
             communities=len(state.communities),

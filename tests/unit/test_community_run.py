@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -183,6 +184,11 @@ class TestFirstRuns:
         assert {r.id for r in snap.community_reports} == {c.id for c in snap.communities}
         assert result.regenerated == len(snap.communities) == 18  # 6 groups, 12 desks
         assert {c.level for c in snap.communities} == {0, 1}
+        if sys.platform.startswith("linux"):  # each timed phase with the process's peak then
+            assert result.phase_peak_mib.keys() == {
+                k for k in result.timings if not k.startswith("snapshot_")
+            }
+            assert min(result.phase_peak_mib.values()) > 10
 
     async def test_second_run_on_the_same_graph_changes_nothing(self, tmp_path: Path) -> None:
         world, job = base_world(), Job(settings_for(tmp_path))

@@ -1,5 +1,6 @@
 """The C library's heap trim (``core.malloc.trim_heap``) that the community job makes after
-each save: pages a large run freed go back to the system."""
+each save: pages a large run freed go back to the system; and the resident peak its runs
+record by phase (``core.malloc.peak_rss_mib``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 
 import pytest
 
-from core.malloc import trim_heap
+from core.malloc import peak_rss_mib, trim_heap
 
 
 def _rss_mib() -> float:
@@ -24,3 +25,17 @@ def test_trim_gives_back_what_a_large_piece_of_work_freed() -> None:
     assert trim_heap()
     assert before - _rss_mib() > 100
     assert len(kept) == 100
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status")
+def test_the_peak_covers_what_ran_since_the_last_reset() -> None:
+    peak_rss_mib(reset=True)
+    start = peak_rss_mib()
+    assert start is not None
+    block = b"x" * (300 * 2**20)  # every page written, so resident
+    del block
+    after_work = peak_rss_mib(reset=True)
+    assert after_work is not None and after_work - start >= 250
+    # the mark starts again from the current size: the freed block is no longer in it
+    again = peak_rss_mib()
+    assert again is not None and again < after_work - 200
