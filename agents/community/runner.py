@@ -58,6 +58,7 @@ from graph.communities.lineage import LineageEvent
 from graph.job.run import (
     DriftCheck,
     RunParams,
+    ScopeEvidence,
     assign_record_ids,
     budgeted,
     cluster,
@@ -343,10 +344,12 @@ class Runner:
             communities, None if touched is None else touched.entities, state, stable.delta, waiting
         )
         index = evidence_index(view, state, touched)
-        evidence = {c.id: index.evidence_of(c.id, c.entity_keys) for c in scope}
-        index.end_update({c.id for c in communities})
         sizes = {c.id: len(c.entity_keys) for c in scope}  # a rewritten child is planned
-        plan, later = budgeted(plan_reports(scope, evidence, state, self.params, sizes), limit)
+        kept: dict[str, LiveEvidence] = {}
+        decided = plan_reports(scope, ScopeEvidence(index, scope), state, self.params, sizes, kept)
+        index.end_update({c.id for c in communities})
+        plan, later = budgeted(decided, limit)
+        evidence = {cid: kept[cid] for cid in plan.to_regenerate}
         live = {c.id for c in communities}
         planned = set(waiting)
         still = [k for k in state.reports_deferred if k not in planned and k in live]

@@ -15,7 +15,7 @@ The state carried between runs is ``graph.job.state``; which description sets to
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from graph.communities.cluster_input import ClusterInput, glue_edges
@@ -318,6 +318,7 @@ def plan_reports(
     state: JobState,
     params: RunParams,
     sizes: Mapping[str, int] | None = None,
+    kept: dict[str, LiveEvidence] | None = None,
 ) -> RegenerationPlan:
     return decide_regeneration(
         communities,
@@ -326,7 +327,27 @@ def plan_reports(
         threshold=params.materiality_threshold,
         membership_tolerance=params.membership_tolerance,
         sizes=sizes,
+        kept=kept,
     )
+
+
+class ScopeEvidence(Mapping[str, LiveEvidence]):
+    """The current evidence of each community in a run's planning scope, counted when asked
+    for (``EvidenceIndex.evidence_of``) and not held: planning reads each once, and keeps
+    only the evidence of the reports it will write (``plan_reports``'s ``kept``)."""
+
+    def __init__(self, index: EvidenceIndex, scope: Iterable[Community]) -> None:
+        self._index = index
+        self._members = {c.id: c.entity_keys for c in scope}
+
+    def __getitem__(self, community_id: str) -> LiveEvidence:
+        return self._index.evidence_of(community_id, self._members[community_id])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._members)
+
+    def __len__(self) -> int:
+        return len(self._members)
 
 
 def report_groups(

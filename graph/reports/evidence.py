@@ -436,6 +436,7 @@ def decide_regeneration(
     threshold: float,
     membership_tolerance: float = 0.0,
     sizes: Mapping[str, int] | None = None,
+    kept: dict[str, LiveEvidence] | None = None,
 ) -> RegenerationPlan:
     """Decide, leaves first, which reports to regenerate and why (see the module docstring).
 
@@ -444,7 +445,9 @@ def decide_regeneration(
     ``settings.community.materiality_threshold``. ``sizes``: the member count of each of
     ``communities`` (the only ones it can regenerate); with it, rule 3 weighs the
     regenerated child reports a context used by their members' share of the parent's, else
-    any one of them counts.
+    any one of them counts. ``kept`` gets the evidence of each community to regenerate (what
+    its report is written from); from an ``evidence`` that counts on demand, the rest is let
+    go once decided, so a run over many communities holds few evidence sets at a time.
     """
     if not 0 < threshold <= 1:
         raise EvidenceError(f"materiality threshold must be in (0, 1], got {threshold}")
@@ -462,6 +465,8 @@ def decide_regeneration(
                 reason = "child_report_regenerated"
         if reason is not None:
             regenerated.add(community.id)
+            if kept is not None:
+                kept[community.id] = current
         after = 0.0 if reason is not None else share
         decisions.append(
             Decision(community.id, community.level, reason is not None, reason, share, after)

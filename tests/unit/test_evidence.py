@@ -5,10 +5,12 @@ from __future__ import annotations
 import pickle
 import random
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 import pytest
 
 import graph.reports.evidence as evidence_module
+from graph.job.run import ScopeEvidence
 from graph.model import Community
 from graph.reports.context import ReportClaim
 from graph.reports.evidence import (
@@ -207,6 +209,18 @@ class TestHierarchy:
         with pytest.raises(EvidenceError, match="threshold"):
             decide_regeneration([], {}, {}, threshold=0.0)
 
+    def test_kept_holds_the_evidence_of_the_reports_to_write_and_no_other(self) -> None:
+        graph = graph_of(BASE, BASE_EDGES)
+        stale, fresh = community("stale"), community("fresh", frozenset({"acme", "bolt"}))
+        reports = {"fresh": basis_now(graph, fresh.entity_keys)}  # "stale" has no report
+        evidence = {c.id: graph.community_evidence(c.entity_keys) for c in (stale, fresh)}
+        kept: dict[str, AbstractSet[str]] = {}
+        plan = decide_regeneration(
+            [stale, fresh], evidence, reports, threshold=THRESHOLD, kept=kept
+        )
+        assert plan.to_regenerate == ("stale",)
+        assert kept == {"stale": evidence["stale"]}
+
 
 class TestMembershipTolerance:
     """Within the tolerance a drifted community is judged on its evidence alone."""
@@ -398,3 +412,13 @@ def test_an_index_from_a_checkpoint_before_evidence_was_remembered_counts_afresh
     members = frozenset({"a"})
     assert old.evidence_of("c-1", members) == index.community_evidence(members)
     assert pickle.loads(pickle.dumps(old)).memo == old.memo
+
+
+def test_scope_evidence_counts_each_community_when_asked() -> None:
+    graph = graph_of(BASE, BASE_EDGES)
+    scope = [community("all"), community("pair", frozenset({"acme", "bolt"}))]
+    lazy = ScopeEvidence(graph, scope)
+    assert list(lazy) == ["all", "pair"] and len(lazy) == 2
+    assert lazy["pair"] == graph.community_evidence(frozenset({"acme", "bolt"}))
+    assert lazy.get("all") == graph.community_evidence(MEMBERS)
+    assert lazy.get("elsewhere") is None
