@@ -91,6 +91,8 @@ class JobStatus:
     pending_changes: int = 0  # graph changes buffered for the next run
     supervisor_restarts: int = 0  # times the worker restarted a job process that died
     pool_restarts: int = 0  # times this process replaced a child pool that broke
+    # children retired after a save because their memory had grown (``community.child_regrowth``)
+    child_recycles: int = 0
     last_error: str | None = None
     last_error_at: float | None = None
     last_run: LastRun | None = None

@@ -61,6 +61,16 @@ def cap_malloc_arenas(arenas: int) -> bool:
     return taken
 
 
+def resident_mib() -> float | None:
+    """This process's resident size now (``VmRSS``), MiB; None where ``/proc`` does not say."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            size = next((line.split()[1] for line in fh if line.startswith("VmRSS:")), None)
+    except OSError:
+        return None
+    return None if size is None else round(int(size) / 1024, 1)
+
+
 def peak_rss_mib(*, reset: bool = False) -> float | None:
     """This process's largest resident size since it started or since the last reset
     (``VmHWM`` of ``/proc/self/status``), in MiB; with ``reset``, the mark then starts again

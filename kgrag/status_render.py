@@ -154,7 +154,8 @@ def _job_table(job: JobStatus | None, now: float) -> Table:
         )
     table.add_row(
         "restarts",
-        f"{job.restarts} (process {job.supervisor_restarts}, pool {job.pool_restarts})",
+        f"{job.restarts} (process {job.supervisor_restarts}, pool {job.pool_restarts})"
+        + (f"; {job.child_recycles} child(ren) replaced for memory" if job.child_recycles else ""),
     )
     table.add_row("refused items", str(job.failed_items_total))
     if job.last_error:

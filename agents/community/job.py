@@ -38,13 +38,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import multiprocessing
 import os
 import queue
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -53,7 +51,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from agents.community import inbox, runner
+from agents.community import runner
+from agents.community.child import Child, RunFailed
 from agents.community.feed import Feed
 from agents.community.result import RunResult
 from agents.community.state import lead_start
@@ -69,7 +68,6 @@ from core.job_status import (
     write_status,
 )
 from core.settings import Settings
-from core.tables.errors import GraphStoreUnavailableError
 from graph.job.state import ItemFailure
 
 log = logging.getLogger(__name__)
@@ -107,18 +105,6 @@ async def _ensure_leader_topic(settings: Settings) -> None:
         await admin.close()
 
 
-class RunFailed(Exception):
-    """A run raised or its child process died; the leader re-leads from the checkpoint.
-
-    ``transient``: the graph tables' storage could not be reached (an object-store outage);
-    the leader tries again at the base backoff instead of doubling it, so it catches up within
-    seconds of the store coming back."""
-
-    def __init__(self, message: str, *, transient: bool = False) -> None:
-        super().__init__(message)
-        self.transient = transient
-
-
 def _failed_items(failures: dict[str, ItemFailure]) -> tuple[FailedItem, ...]:
     items = []
     for key, f in list(failures.items())[:FAILED_ITEMS_SHOWN]:
@@ -149,10 +135,9 @@ class CommunityJob:
         self.failure_backoff_max_s = failure_backoff_max_s
         self._consecutive_failures = 0
         self._next_due_at: float | None = None  # unix time
-        self._inbox: Any = None  # the child's inbox for light commits during a run
-        self._saving: asyncio.Future[float] | None = None  # the last run's save, in the child
-        self._pool = self._new_pool()
+        self._saving: asyncio.Future[runner.Saved] | None = None  # the last run's save
         self._settings_json = settings.child_json()
+        self._child = Child(self._settings_json, settings.community.child_regrowth)
         self.status = JobStatus(
             "starting",
             os.getpid(),
@@ -162,19 +147,6 @@ class CommunityJob:
         )
         self._last_status_write = 0.0
         self._uploader = StatusUploader(settings) if settings.tables.remote else None
-
-    def _new_pool(self) -> ProcessPoolExecutor:
-        """One child; a fresh inbox with it (what a dead child left in the old one is read
-        again from Kafka, from the checkpoint's offsets)."""
-        context = multiprocessing.get_context("spawn")
-        self._inbox = context.Queue()
-        return ProcessPoolExecutor(
-            max_workers=1,
-            mp_context=context,
-            # never outlive a job process that was killed; keep the inbox
-            initializer=inbox.child_init,
-            initargs=(self._inbox,),
-        )
 
     def _set_status(self, **changes: Any) -> None:
         """Record a change; written at once, and by ``_heartbeat`` at least every few seconds."""
@@ -237,7 +209,7 @@ class CommunityJob:
                 await asyncio.to_thread(self._uploader.close)
             await producer.stop()
             await elector.stop()
-            self._pool.shutdown(cancel_futures=True)
+            self._child.shutdown()
 
     async def _after_failure(self, error: RunFailed, elector: AIOKafkaConsumer) -> None:
         """Wait (doubling, capped) before leading again; keep the group membership alive."""
@@ -257,19 +229,19 @@ class CommunityJob:
             await elector.getmany(timeout_ms=200)
 
     async def _in_pool(self, fn: Any, *args: Any) -> Any:
-        """Call ``fn`` in the child; a dead child gets a new pool and fails this call only."""
-        loop = asyncio.get_running_loop()
+        """Call ``fn`` in the child (``Child.call``); the status counts replaced children."""
         try:
-            return await loop.run_in_executor(self._pool, fn, *args)
-        except BrokenProcessPool as e:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = self._new_pool()
-            self.status = replace(self.status, pool_restarts=self.status.pool_restarts + 1)
-            raise RunFailed(f"the run's child process died ({e or 'BrokenProcessPool'})") from e
-        except GraphStoreUnavailableError as e:
-            raise RunFailed(f"{type(e).__name__}: {e}", transient=True) from e
-        except Exception as e:
-            raise RunFailed(f"{type(e).__name__}: {e}") from e
+            return await self._child.call(fn, *args)
+        finally:
+            self.status = replace(self.status, pool_restarts=self._child.broken)
+
+    @property
+    def _pool(self) -> ProcessPoolExecutor:
+        return self._child.pool
+
+    @property
+    def _inbox(self) -> Any:
+        return self._child.inbox
 
     async def _saved(self) -> None:
         """Wait for the save the last run left to the child (``runner.save``); a failed save
@@ -277,7 +249,9 @@ class CommunityJob:
         the job leads again from its offsets)."""
         saving, self._saving = self._saving, None
         if saving is not None:
-            self._set_status(last_save_s=await saving)
+            saved: runner.Saved = await saving
+            self._child.saved(saved.resident_mib)
+            self._set_status(last_save_s=saved.seconds, child_recycles=self._child.recycled)
 
     async def _settle_save(self) -> None:
         """The pending save done before leadership ends; a failure only logged (the child

@@ -45,7 +45,7 @@ from agents.community.state import forget_state, load_state, save_state
 from agents.community.texts import Texts
 from agents.community.vectors import write_report_vectors
 from agents.community.writers import Writers, build_writers
-from core.malloc import peak_rss_mib, trim_heap
+from core.malloc import peak_rss_mib, resident_mib, trim_heap
 from core.settings import Settings
 from core.settings.llm import cost_usd
 from core.tables.store import GraphTables
@@ -89,8 +89,7 @@ def run(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]) -
     try:
         fold_inbox(state)  # sent for a run that had ended: older than ``changes``
         fold(state, changes, offsets)
-        runner = Runner(settings, state)
-        runner.lap_peak("fold")
+        runner = Runner(settings, state, fold_peak_mib=peak_rss_mib(reset=True))
         return asyncio.run(runner.run())
     except BaseException:
         forget_state(settings)
@@ -98,12 +97,21 @@ def run(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]) -
         raise
 
 
-def save(settings_json: str) -> float:
-    """Save the state the last run left (the rows it changed, ``agents.community.state``);
-    the seconds it took. Apart from ``run`` so a new version is published without waiting
-    for it: nothing else reaches the state before it (the job's child takes one call at a
-    time, and the job waits for the save before its next call). A save that raises leaves the
-    last save as the state, as a crash after the run's commit would."""
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """A save: its seconds, and the child's resident MiB after it (None: not known here), by
+    which the job decides whether to replace the child (``agents.community.child``)."""
+
+    seconds: float
+    resident_mib: float | None
+
+
+def save(settings_json: str) -> Saved:
+    """Save the state the last run left (the rows it changed, ``agents.community.state``).
+    Apart from ``run`` so a new version is published without waiting for it: nothing else
+    reaches the state before it (the job's child takes one call at a time, and the job waits
+    for the save before its next call). A save that raises leaves the last save as the state,
+    as a crash after the run's commit would."""
     settings = Settings.model_validate_json(settings_json)
     started = time.monotonic()
     try:
@@ -112,8 +120,14 @@ def save(settings_json: str) -> float:
         forget_state(settings)
         forget_store(settings)
         raise
+    seconds = round(time.monotonic() - started, 3)
     trim_heap()  # what the run freed, given back rather than kept at its largest size
-    return round(time.monotonic() - started, 3)
+    return Saved(seconds, resident_mib())
+
+
+def warm(settings_json: str) -> None:
+    """Load the state in a new child before its first call (``agents.community.child``)."""
+    load_state(Settings.model_validate_json(settings_json))
 
 
 def absorb(
@@ -167,10 +181,17 @@ class Runner:
     """One run's I/O around the pure steps of ``graph.job.run``."""
 
     def __init__(
-        self, settings: Settings, state: JobState, *, llm: Any = None, write_vectors: bool = True
+        self,
+        settings: Settings,
+        state: JobState,
+        *,
+        llm: Any = None,
+        write_vectors: bool = True,
+        fold_peak_mib: float | None = None,
     ) -> None:
         """``llm`` overrides the client built from settings (tests); ``write_vectors=False``
-        keeps report vectors out of Weaviate (pure runs in unit tests and benchmarks)."""
+        keeps report vectors out of Weaviate (pure runs in unit tests and benchmarks);
+        ``fold_peak_mib``: the process's peak while the run's changes were folded."""
         self.settings = settings
         self.state = state
         self.write_vectors = write_vectors
@@ -189,7 +210,8 @@ class Runner:
             cfg.reports_per_run,
         )
         self.timings: dict[str, float] = {}
-        self.peaks: dict[str, float] = {}  # MiB resident at most, by phase
+        # MiB resident at most, by phase
+        self.peaks = {} if fold_peak_mib is None else {"fold": fold_peak_mib}
         self._mark = time.monotonic()  # when the phase under way began
         encoding = get_encoding(settings.chunking.encoding).name
         self.count_tokens = partial(count_tokens, encoding)
@@ -207,11 +229,7 @@ class Runner:
         now = time.monotonic()
         self.timings[phase] = round(now - self._mark, 3)
         self._mark = now
-        self.lap_peak(phase)
-
-    def lap_peak(self, phase: str) -> None:
-        """Record the largest resident size since the last phase ended as ``phase``'s."""
-        peak = peak_rss_mib(reset=True)
+        peak = peak_rss_mib(reset=True)  # the largest resident size since the last phase
         if peak is not None:
             self.peaks[phase] = peak
 

@@ -103,6 +103,14 @@ class CommunitySettings(BaseModel):
         "wait, oldest first, for the runs that follow at once (0: no limit). Bounds a run's "
         "time and memory after a burst of news or a re-balance",
     )
+    child_regrowth: float = Field(
+        1.5,
+        ge=0,
+        description="Replace the job's child process after a save once its resident memory "
+        "has grown past this multiple of its size after its first save: a run frees most of "
+        "what it allocates but the process keeps it, fragmented; a new child loads the saved "
+        "state with a compact heap (0: never replace)",
+    )
     keep_snapshots: int = Field(
         5,
         ge=1,

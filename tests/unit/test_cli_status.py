@@ -87,6 +87,7 @@ def a_job(heard_s_ago: float) -> JobStatus:
         updated_at=now - heard_s_ago,
         runs=4,
         pool_restarts=1,
+        child_recycles=2,
         last_run=last,
         failed_items_total=1,
         failed_items=(refused,),
@@ -115,6 +116,7 @@ class TestKafkaUnreachable:
         assert "Traceback" not in result.stdout
         job = body["community_job"]
         assert job["pid"] == 31337 and job["alive"] is False and job["restarts"] == 1
+        assert job["child_recycles"] == 2
         assert job["failed_items"][0]["item"] == "e:opec"
         assert body["community_job_heard_s_ago"] == pytest.approx(45, abs=5)
         assert body["documents_indexed"] == 5
@@ -154,6 +156,7 @@ class TestKafkaUnreachable:
         assert "2 LLM" in unwrapped and "9000+700 tokens, $0.0018" in unwrapped, unwrapped
         assert "last state save 0.42 s (after the last run)" in unwrapped, unwrapped
         assert "1 report(s) regenerated (7 put off to the next runs)" in unwrapped, unwrapped
+        assert "2 child(ren) replaced for memory" in unwrapped, unwrapped
 
     @pytest.mark.parametrize(
         ("llm", "shown"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,10 @@ def test_a_run_leaves_the_state_unsaved_and_save_writes_it(quick_child: Settings
     assert read_offsets(settings) == {}
     assert runner_module.run(settings.child_json(), [], {0: 12, 1: 3}) == "ran"
     assert read_offsets(settings) == {}  # the version is out; the state not saved yet
-    assert runner_module.save(settings.child_json()) >= 0.0
+    saved = runner_module.save(settings.child_json())
+    assert saved.seconds >= 0.0
+    if sys.platform.startswith("linux"):  # the child's size, for the job to judge its growth
+        assert saved.resident_mib is not None and saved.resident_mib > 10
     assert read_offsets(settings) == {0: 12, 1: 3}
 
 
@@ -82,9 +86,9 @@ async def test_the_job_waits_for_the_save_and_records_it(tmp_path: Path) -> None
     try:
         release = asyncio.Event()
 
-        async def slow_save() -> float:
+        async def slow_save() -> runner_module.Saved:
             await release.wait()
-            return 0.25
+            return runner_module.Saved(0.25, None)
 
         job._saving = asyncio.ensure_future(slow_save())
         waiting = asyncio.ensure_future(job._saved())

@@ -1,0 +1,42 @@
+"""The community job's child is retired after a save once its memory has grown past
+``community.child_regrowth`` times its size after its first save, and the next child loads
+the saved state (``agents.community.child``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from agents.community.child import Child
+from agents.community.state import close_state, load_state, save_state
+from tests.unit.test_community_run import settings_for
+
+
+async def test_a_grown_child_is_replaced_and_the_next_one_loads_the_state(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    save_state(settings, load_state(settings))
+    close_state(settings)
+    child = Child(settings.child_json(), 1.5)
+    try:
+        first = await child.call(os.getpid)
+        assert not child.saved(400.0)  # the first save sets the floor
+        assert not child.saved(600.0)  # within 1.5 times
+        assert await child.call(os.getpid) == first
+        assert child.saved(601.0)
+        assert child.recycled == 1 and child.broken == 0 and child.floor_mib is None
+        second = await child.call(os.getpid)
+        assert second != first
+        assert not child.saved(500.0)  # the new child's own floor
+    finally:
+        child.shutdown()
+
+
+async def test_no_regrowth_keeps_the_child(tmp_path: Path) -> None:
+    child = Child(settings_for(tmp_path).child_json(), 0.0)
+    try:
+        first = await child.call(os.getpid)
+        for size in (100.0, 1000.0, 10000.0, None):
+            assert not child.saved(size)
+        assert await child.call(os.getpid) == first and child.recycled == 0
+    finally:
+        child.shutdown()
