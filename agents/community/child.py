@@ -54,18 +54,20 @@ class Child:
         self.broken = 0  # pools replaced because the child died
         self.recycled = 0  # children retired because their memory grew
         self.floor_mib: float | None = None  # resident after this child's first save
+        self._context = multiprocessing.get_context("spawn")
         self.inbox: Any = None
-        self.pool = self._new_pool()
+        self.pool = self._new_pool(fresh_inbox=True)
 
-    def _new_pool(self) -> ProcessPoolExecutor:
-        """One child; a fresh inbox with it (what a dead child left in the old one is read
-        again from Kafka, from the checkpoint's offsets)."""
-        context = multiprocessing.get_context("spawn")
-        self.inbox = context.Queue()
+    def _new_pool(self, *, fresh_inbox: bool) -> ProcessPoolExecutor:
+        """One child; with a fresh inbox after a child died (what it left in the old one is
+        read again from Kafka, from the checkpoint's offsets), else the same inbox, which may
+        hold changes sent as the last run ended, for the next run to fold."""
+        if fresh_inbox or self.inbox is None:
+            self.inbox = self._context.Queue()
         self.floor_mib = None
         return ProcessPoolExecutor(
             max_workers=1,
-            mp_context=context,
+            mp_context=self._context,
             # never outlive a job process that was killed; keep the inbox
             initializer=inbox.child_init,
             initargs=(self.inbox,),
@@ -78,7 +80,7 @@ class Child:
             return await loop.run_in_executor(self.pool, fn, *args)
         except BrokenProcessPool as e:
             self.pool.shutdown(wait=False, cancel_futures=True)
-            self.pool = self._new_pool()
+            self.pool = self._new_pool(fresh_inbox=True)
             self.broken += 1
             raise RunFailed(f"the run's child process died ({e or 'BrokenProcessPool'})") from e
         except GraphStoreUnavailableError as e:
@@ -104,7 +106,7 @@ class Child:
             self.floor_mib,
         )
         self.pool.shutdown(wait=True)
-        self.pool = self._new_pool()
+        self.pool = self._new_pool(fresh_inbox=False)
         self.recycled += 1
         warm: Future[Any] = self.pool.submit(runner.warm, self.settings_json)
         warm.add_done_callback(_log_warm_failure)

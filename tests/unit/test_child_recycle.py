@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
+from agents.community import inbox
 from agents.community.child import Child
 from agents.community.state import close_state, load_state, save_state
 from tests.unit.test_community_run import settings_for
@@ -22,10 +24,13 @@ async def test_a_grown_child_is_replaced_and_the_next_one_loads_the_state(tmp_pa
         assert not child.saved(400.0)  # the first save sets the floor
         assert not child.saved(600.0)  # within 1.5 times
         assert await child.call(os.getpid) == first
+        child.inbox.put(("changes sent as the run ended", {0: 1}))
         assert child.saved(601.0)
         assert child.recycled == 1 and child.broken == 0 and child.floor_mib is None
         second = await child.call(os.getpid)
         assert second != first
+        # the new child has the same inbox: what was sent for the next run is not lost
+        assert await child.call(_inbox_item) == ("changes sent as the run ended", {0: 1})
         assert not child.saved(500.0)  # the new child's own floor
     finally:
         child.shutdown()
@@ -40,3 +45,8 @@ async def test_no_regrowth_keeps_the_child(tmp_path: Path) -> None:
         assert await child.call(os.getpid) == first and child.recycled == 0
     finally:
         child.shutdown()
+
+
+def _inbox_item() -> Any:
+    """What the child's inbox holds first (called in the child)."""
+    return inbox._INBOX.get(timeout=10)
