@@ -16,6 +16,11 @@ from graph.versions.model import SnapshotReport
 
 log = logging.getLogger(__name__)
 
+# reports embedded and sent at a time: a run may regenerate thousands, and their vectors as
+# Python lists, the objects and the request built from them cost about 0.2 MiB a report
+# (2,000 reports at 20,000 articles: 400 MiB more at once) where a chunk costs a few MiB
+CHUNK = 200
+
 
 async def write_report_vectors(
     settings: Settings,
@@ -34,21 +39,23 @@ async def write_report_vectors(
 
     embedder = build_embedder(settings)
     try:
-        vectors = await embedder.embed([f"{r.title}\n{r.summary}" for r in fresh])
-    finally:
-        close = getattr(embedder, "aclose", None)  # its HTTP connections, when it has any
-        if close is not None:
-            await close()
-    try:
         async with WeaviateStore(settings) as store:
-            await store.upsert(
-                "report",
-                [
-                    (r.id, v, {"level": r.level, "title": r.title, "summary": r.summary})
-                    for r, v in zip(fresh, vectors, strict=True)
-                ],
-            )
+            for start in range(0, len(fresh), CHUNK):
+                chunk = fresh[start : start + CHUNK]
+                vectors = await embedder.embed([f"{r.title}\n{r.summary}" for r in chunk])
+                await store.upsert(
+                    "report",
+                    [
+                        (r.id, v, {"level": r.level, "title": r.title, "summary": r.summary})
+                        for r, v in zip(chunk, vectors, strict=True)
+                    ],
+                )
+                del vectors
             await store.delete("report", gone)
     except VectorStoreError as e:
         # Reports stay in the snapshot; their vectors are rewritten with the next change.
         log.warning("report vectors not written this run: %s", e)
+    finally:
+        close = getattr(embedder, "aclose", None)  # its HTTP connections, when it has any
+        if close is not None:
+            await close()
