@@ -104,7 +104,7 @@ class CommunitySettings(BaseModel):
         "time and memory after a burst of news or a re-balance",
     )
     child_regrowth: float = Field(
-        1.5,
+        1.25,
         ge=0,
         description="Replace the job's child process after a save once its resident memory "
         "has grown past this multiple of its size after its first save: a run frees most of "
