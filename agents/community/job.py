@@ -54,7 +54,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 from agents.community import runner
 from agents.community.child import Child, RunFailed
 from agents.community.feed import Feed
-from agents.community.result import RunResult
+from agents.community.result import RunResult, Saved
 from agents.community.state import lead_start
 from core.job_status import (
     FAILED_ITEMS_SHOWN,
@@ -135,7 +135,7 @@ class CommunityJob:
         self.failure_backoff_max_s = failure_backoff_max_s
         self._consecutive_failures = 0
         self._next_due_at: float | None = None  # unix time
-        self._saving: asyncio.Future[runner.Saved] | None = None  # the last run's save
+        self._saving: asyncio.Future[Saved] | None = None  # the last run's save
         self._settings_json = settings.child_json()
         self._child = Child(self._settings_json, settings.community.child_regrowth)
         self.status = JobStatus(
@@ -249,7 +249,7 @@ class CommunityJob:
         the job leads again from its offsets)."""
         saving, self._saving = self._saving, None
         if saving is not None:
-            saved: runner.Saved = await saving
+            saved: Saved = await saving
             self._child.saved(saved.resident_mib)
             self._set_status(last_save_s=saved.seconds, child_recycles=self._child.recycled)
 

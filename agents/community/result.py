@@ -1,6 +1,6 @@
-"""What the child hands back to the job: a run's result, a light commit's.
+"""What the child hands back to the job: a run's result, a light commit's, a save's.
 
-Both cross the process boundary pickled (``ProcessPoolExecutor``), so they are plain frozen
+They cross the process boundary pickled (``ProcessPoolExecutor``), so they are plain frozen
 dataclasses of builtins and ``graph`` records. The job turns them into its status
 (``core.job_status.LastRun``) and publishes the run's events and headlines as they are.
 """
@@ -60,3 +60,12 @@ class LightCommitResult:
 
     version: int | None  # None: no row differed from what the tables hold
     seconds: float  # fold and commit
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """A save: its seconds, and the child's resident MiB after it (None: not known here), by
+    which the job decides whether to replace the child (``agents.community.child``)."""
+
+    seconds: float
+    resident_mib: float | None

@@ -40,7 +40,7 @@ from agents.community.commit import (
 from agents.community.events import alias_events, lineage_events
 from agents.community.headlines import headlines
 from agents.community.inbox import Absorber, fold, fold_inbox
-from agents.community.result import AliasCounts, LightCommitResult, RunResult
+from agents.community.result import AliasCounts, LightCommitResult, RunResult, Saved
 from agents.community.state import forget_state, load_state, save_state
 from agents.community.texts import Texts
 from agents.community.vectors import write_report_vectors
@@ -95,15 +95,6 @@ def run(settings_json: str, changes: Sequence[bytes], offsets: dict[int, int]) -
         forget_state(settings)
         forget_store(settings)
         raise
-
-
-@dataclass(frozen=True, slots=True)
-class Saved:
-    """A save: its seconds, and the child's resident MiB after it (None: not known here), by
-    which the job decides whether to replace the child (``agents.community.child``)."""
-
-    seconds: float
-    resident_mib: float | None
 
 
 def save(settings_json: str) -> Saved:
