@@ -67,7 +67,8 @@ class LastRun:
     llm_tokens: dict[str, int] = field(default_factory=dict)  # "prompt", "completion"
     cost_usd: float = 0.0  # those tokens at the chat model's price (``llm.prices``)
     reports_deferred: int = 0  # reports put off to the runs that follow (``reports_per_run``)
-    # the run's process at its largest during each phase, MiB (where the memory goes)
+    # the run's process at its largest during each phase, MiB (where the memory goes); the
+    # light commits made while it ran under "light_commits"
     phase_peak_mib: dict[str, float] = field(default_factory=dict)
 
 

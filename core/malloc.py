@@ -11,10 +11,12 @@ of what those threads allocate, so fewer arenas cost little contention.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
 import logging
+from collections.abc import Iterator
 
 log = logging.getLogger(__name__)
 
@@ -85,3 +87,31 @@ def peak_rss_mib(*, reset: bool = False) -> float | None:
     except OSError:
         return None
     return None if peak is None else round(int(peak) / 1024, 1)
+
+
+class PhasePeaks:
+    """A process's resident peak in each phase of a piece of work (``peaks``, MiB), with the
+    work done inside phases but not of them (the community run's light commits, made while
+    it waits) counted under its own name instead of the phase it fell in."""
+
+    def __init__(self, first: dict[str, float] | None = None) -> None:
+        self.peaks: dict[str, float] = dict(first or {})
+        self._carried = 0.0  # the phase's peak before its last piece of work apart
+
+    def lap(self, phase: str) -> None:
+        """``phase`` ends now: its peak since the last lap, what ran apart left out."""
+        peak = peak_rss_mib(reset=True)
+        if peak is not None:
+            self.peaks[phase] = max(peak, self._carried)
+        self._carried = 0.0
+
+    @contextlib.contextmanager
+    def apart(self, name: str) -> Iterator[None]:
+        before = peak_rss_mib(reset=True)
+        self._carried = max(self._carried, before or 0.0)
+        try:
+            yield
+        finally:
+            after = peak_rss_mib(reset=True)
+            if after is not None:
+                self.peaks[name] = max(self.peaks.get(name, 0.0), after)

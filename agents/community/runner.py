@@ -45,7 +45,7 @@ from agents.community.state import forget_state, load_state, save_state
 from agents.community.texts import Texts
 from agents.community.vectors import write_report_vectors
 from agents.community.writers import Writers, build_writers
-from core.malloc import peak_rss_mib, resident_mib, trim_heap
+from core.malloc import PhasePeaks, peak_rss_mib, resident_mib, trim_heap
 from core.settings import Settings
 from core.settings.llm import cost_usd
 from core.tables.store import GraphTables
@@ -201,8 +201,7 @@ class Runner:
             cfg.reports_per_run,
         )
         self.timings: dict[str, float] = {}
-        # MiB resident at most, by phase
-        self.peaks = {} if fold_peak_mib is None else {"fold": fold_peak_mib}
+        self.peaks = PhasePeaks(None if fold_peak_mib is None else {"fold": fold_peak_mib})
         self._mark = time.monotonic()  # when the phase under way began
         encoding = get_encoding(settings.chunking.encoding).name
         self.count_tokens = partial(count_tokens, encoding)
@@ -220,9 +219,7 @@ class Runner:
         now = time.monotonic()
         self.timings[phase] = round(now - self._mark, 3)
         self._mark = now
-        peak = peak_rss_mib(reset=True)  # the largest resident size since the last phase
-        if peak is not None:
-            self.peaks[phase] = peak
+        self.peaks.lap(phase)
 
     def _store(self) -> GraphTables:
         if self._tables is None:
@@ -231,7 +228,8 @@ class Runner:
 
     def _light_commit(self) -> int | None:
         price = self.settings.llm.price()
-        return light_commit(self._store(), self.state, self.writers.mode, price)
+        with self.peaks.apart("light_commits"):
+            return light_commit(self._store(), self.state, self.writers.mode, price)
 
     async def run(self) -> RunResult:
         try:
@@ -421,7 +419,7 @@ class Runner:
                 keys_decided=aliased.decided,
             ),
             timings=self.timings,
-            phase_peak_mib=self.peaks,
+            phase_peak_mib=self.peaks.peaks,
             regenerated=len(regenerated),
             reports_deferred=len(state.reports_deferred),
             communities=len(state.communities),

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from core.malloc import peak_rss_mib, trim_heap
+from core.malloc import PhasePeaks, peak_rss_mib, trim_heap
 
 
 def _rss_mib() -> float:
@@ -39,3 +39,15 @@ def test_the_peak_covers_what_ran_since_the_last_reset() -> None:
     # the mark starts again from the current size: the freed block is no longer in it
     again = peak_rss_mib()
     assert again is not None and again < after_work - 200
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status")
+def test_work_apart_is_counted_under_its_own_name_not_the_phase_it_fell_in() -> None:
+    peaks = PhasePeaks({"fold": 1.0})
+    peak_rss_mib(reset=True)
+    with peaks.apart("light_commits"):
+        block = b"x" * (300 * 2**20)
+        del block
+    peaks.lap("reports")
+    assert peaks.peaks["fold"] == 1.0
+    assert peaks.peaks["light_commits"] - peaks.peaks["reports"] >= 250
