@@ -58,7 +58,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.incremental import DATA, load_documents
 from bench.live import fresh_namespace, start_worker, stop, wait_ready
-from bench.record import Target, mode_argument, ratio, record, result_path, timing
+from bench.record import (
+    Target,
+    mode_argument,
+    provenance,
+    ratio,
+    record,
+    result_path,
+    timing,
+)
 from bench.run_all import descendants
 from bench.synthetic import Corpus
 from core.job_status import JobStatus, LastRun, read_status
@@ -405,8 +413,9 @@ async def explore(args: argparse.Namespace) -> None:
     base = load_settings()
     ensure_offline_bpe()
     corpus = Corpus(load_documents(DATA, 10**9))
+    stamp = {**provenance("quick", {"sizes": args.sizes}, MEASURES), "mode": "sizes"}
     corpora = {str(n): await measure(base, corpus, n, args.timeout) for n in args.sizes}
-    args.out.write_text(json.dumps({"corpora": corpora}, indent=1))
+    args.out.write_text(json.dumps({**stamp, "corpora": corpora}, indent=1))
     print(f"wrote sizes {args.sizes} to {args.out}")
 
 
@@ -422,8 +431,6 @@ async def main_async(args: argparse.Namespace) -> None:
     corpora = {str(n): await measure(base, corpus, n, args.timeout) for n in sizes}
     figures: dict[str, Any] = {"corpora": corpora, **growth(corpora)}
     if args.baseline:
-        from bench.record import provenance
-
         stamp = provenance(mode, {})
         figures["baseline"] = {"commit": stamp["commit"], "date": stamp["date"], **figures}
     elif (baseline := carried_baseline(mode)) is not None:
