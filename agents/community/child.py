@@ -6,18 +6,19 @@ the clustering), and what it frees stays with the process, scattered through Pyt
 and the C library's heap. Measured on the replayed change stream of 5,000 articles, after a
 run, a collection and a heap trim: 92 MB of live Python blocks in 233 MiB of arenas, 95 MB in
 use of a 210 MiB malloc heap; a fresh process loading the same state holds 180 MiB. Through
-a 20,000-article ingest the real job's child grew from 280 MiB to 1.7 GiB (the state it loads
-there: 280 MiB), and a run's peak stacks on top. The state is on disk after every save, so a
-child replaced between a save and the next call loses nothing: the next one loads the state
-(lazily: its maps stay on disk) and starts with a compact heap.
+a 20,000-article ingest the real job's child grew from 280 MiB to 1.7 GiB (a fresh process
+loading the state there, imports included: 280 MiB), and a run's peak stacks on top. The
+state is on disk after every save, so a child replaced between a save and the next call
+loses nothing: the next one loads the state (lazily: its maps stay on disk) and starts with
+a compact heap.
 
 The rule is relative, so it follows the graph's size: the child's resident size after its
 first save is its floor, and a save that leaves it above ``regrowth`` times the floor retires
-it (``community.child_regrowth``, 1.25; 0 never does). At 1.5, a 20,000-article ingest
-replaced the child twice and left it at 1.97 GiB for the runs that followed, just below
-its threshold. Small runs barely move a warm child, so a
-steady stream keeps its caches; a burst of large runs recycles it now and then. The new
-child is started at once and loads the state while the leader waits for changes.
+it (``community.child_regrowth``, 1.25; 0 never does). Small runs barely move a warm child,
+so a steady stream keeps its caches; a burst of large runs replaces it now and then (at 1.5,
+a 20,000-article ingest replaced it twice and left it at 1.97 GiB, just under its
+threshold). The new child is started at once and loads the state while the leader waits
+for changes; its first run is slower, as its in-memory caches start empty.
 """
 
 from __future__ import annotations
