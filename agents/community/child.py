@@ -13,12 +13,13 @@ loses nothing: the next one loads the state (lazily: its maps stay on disk) and 
 a compact heap.
 
 The rule is relative, so it follows the graph's size: the child's resident size after its
-first save is its floor, and a save that leaves it above ``regrowth`` times the floor retires
-it (``community.child_regrowth``, 1.25; 0 never does). Small runs barely move a warm child,
-so a steady stream keeps its caches; a burst of large runs replaces it now and then (at 1.5,
-a 20,000-article ingest replaced it twice and left it at 1.97 GiB, just under its
-threshold). The new child is started at once and loads the state while the leader waits
-for changes; its first run is slower, as its in-memory caches start empty.
+first save is its floor, and a save that leaves it above ``regrowth`` times the floor (and
+at least ``MIN_GROWTH_MIB`` above it) retires it (``community.child_regrowth``, 1.25; 0
+never does). Small runs barely move a warm child, so a steady stream keeps its caches; a
+burst of large runs replaces it now and then (at 1.5, a 20,000-article ingest replaced it
+twice and left it at 1.97 GiB, just under its threshold). The new child is started at once
+and loads the state while the leader waits for changes; its first run is slower, as its
+in-memory caches start empty.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ from agents.community import inbox, runner
 from core.tables.errors import GraphStoreUnavailableError
 
 log = logging.getLogger(__name__)
+
+# growth never worth a new child whatever the ratio: a small graph's child (a few hundred MiB,
+# most of it imports) would otherwise pay a cold start to give back tens of MiB
+MIN_GROWTH_MIB = 256.0
 
 
 class RunFailed(Exception):
@@ -100,7 +105,7 @@ class Child:
         if self.floor_mib is None:
             self.floor_mib = resident_mib
             return False
-        if resident_mib <= self.regrowth * self.floor_mib:
+        if resident_mib <= max(self.regrowth * self.floor_mib, self.floor_mib + MIN_GROWTH_MIB):
             return False
         log.info(
             "community job: child process at %.0f MiB after its save (%.0f after its first); "

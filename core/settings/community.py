@@ -107,7 +107,8 @@ class CommunitySettings(BaseModel):
         1.25,
         ge=0,
         description="Replace the job's child process after a save once its resident memory "
-        "has grown past this multiple of its size after its first save: a run frees most of "
+        "has grown past this multiple of its size after its first save (and by 256 MiB at "
+        "least): a run frees most of "
         "what it allocates but the process keeps it, fragmented; a new child loads the saved "
         "state with a compact heap (0: never replace)",
     )

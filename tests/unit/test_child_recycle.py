@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.community import inbox
-from agents.community.child import Child
+from agents.community.child import MIN_GROWTH_MIB, Child
 from agents.community.state import close_state, load_state, save_state
 from tests.unit.test_community_run import settings_for
 
@@ -19,13 +19,15 @@ async def test_a_grown_child_is_replaced_and_the_next_one_loads_the_state(tmp_pa
     save_state(settings, load_state(settings))
     close_state(settings)
     child = Child(settings.child_json(), 1.5)
+    assert 400.0 + MIN_GROWTH_MIB > 1.5 * 400.0  # the absolute floor decides below
     try:
         first = await child.call(os.getpid)
         assert not child.saved(400.0)  # the first save sets the floor
         assert not child.saved(600.0)  # within 1.5 times
+        assert not child.saved(650.0)  # past 1.5 times, but less than MIN_GROWTH_MIB more
         assert await child.call(os.getpid) == first
         child.inbox.put(("changes sent as the run ended", {0: 1}))
-        assert child.saved(601.0)
+        assert child.saved(400.0 + MIN_GROWTH_MIB + 1)
         assert child.recycled == 1 and child.broken == 0 and child.floor_mib is None
         second = await child.call(os.getpid)
         assert second != first
