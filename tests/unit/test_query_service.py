@@ -8,6 +8,7 @@ Weaviate point at closed ports, so nothing here needs a service.
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -576,7 +577,9 @@ class TestHealthCommunityJob:
         assert len(stale) == 1, body["reasons"]
         assert stale[0].startswith("8 graph change(s) pending and the newest version (v1) is 10")
         assert "(stale after 5 min)" in stale[0]
-        assert stale[0].endswith("community job not heard from for 45 s")
+        # written 45 s before the request; a busy machine may take a second or more to serve it
+        silent = re.search(r"; community job not heard from for (\d+) s$", stale[0])
+        assert silent is not None and 45 <= int(silent.group(1)) <= 60, stale[0]
         job = body["community_job"]
         assert job["alive"] is False and job["state"] == "waiting" and job["restarts"] == 2
         assert job["last_run"]["version"] == 1
