@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.community.runner import Runner
+from agents.community.vectors import upsert_report_vectors
 from agents.embedder import entity_text, text_unit_properties, top_descriptions
 from core.clients import build_embedder
 from core.settings import Settings
@@ -87,16 +88,7 @@ async def write_report_vectors(settings: Settings, snapshot: Snapshot) -> int:
     embedder = build_embedder(settings)
     reports = snapshot.community_reports
     async with WeaviateStore(settings) as store:
-        for i in range(0, len(reports), BATCH):
-            part = reports[i : i + BATCH]
-            vectors = await embedder.embed([f"{r.title}\n{r.summary}" for r in part])
-            await store.upsert(
-                "report",
-                [
-                    (r.id, v, {"level": r.level, "title": r.title, "summary": r.summary})
-                    for r, v in zip(part, vectors, strict=True)
-                ],
-            )
+        await upsert_report_vectors(store, embedder, reports, BATCH)
         return await store.count("report")
 
 

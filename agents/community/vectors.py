@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from core.settings import Settings
 from graph.model import Community
+from graph.protocols import Embedder
 from graph.versions.model import SnapshotReport
+
+if TYPE_CHECKING:  # imported when vectors are written: the client's imports take a second
+    from core.vector_store import WeaviateStore
 
 log = logging.getLogger(__name__)
 
@@ -40,17 +45,7 @@ async def write_report_vectors(
     embedder = build_embedder(settings)
     try:
         async with WeaviateStore(settings) as store:
-            for start in range(0, len(fresh), CHUNK):
-                chunk = fresh[start : start + CHUNK]
-                vectors = await embedder.embed([f"{r.title}\n{r.summary}" for r in chunk])
-                await store.upsert(
-                    "report",
-                    [
-                        (r.id, v, {"level": r.level, "title": r.title, "summary": r.summary})
-                        for r, v in zip(chunk, vectors, strict=True)
-                    ],
-                )
-                del vectors
+            await upsert_report_vectors(store, embedder, fresh)
             await store.delete("report", gone)
     except VectorStoreError as e:
         # Reports stay in the snapshot; their vectors are rewritten with the next change.
@@ -59,3 +54,24 @@ async def write_report_vectors(
         close = getattr(embedder, "aclose", None)  # its HTTP connections, when it has any
         if close is not None:
             await close()
+
+
+async def upsert_report_vectors(
+    store: WeaviateStore,
+    embedder: Embedder,
+    reports: Sequence[SnapshotReport],
+    chunk: int | None = None,
+) -> None:
+    """Embed ``reports`` (title and summary) and upsert them, ``chunk`` (``CHUNK``) at a
+    time: what a report's vector is, for the job and for benchmarks that index a snapshot."""
+    size = chunk or CHUNK
+    for start in range(0, len(reports), size):
+        part = reports[start : start + size]
+        vectors = await embedder.embed([f"{r.title}\n{r.summary}" for r in part])
+        await store.upsert(
+            "report",
+            [
+                (r.id, v, {"level": r.level, "title": r.title, "summary": r.summary})
+                for r, v in zip(part, vectors, strict=True)
+            ],
+        )
