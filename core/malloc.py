@@ -63,30 +63,35 @@ def cap_malloc_arenas(arenas: int) -> bool:
     return taken
 
 
-def resident_mib() -> float | None:
-    """This process's resident size now (``VmRSS``), MiB; None where ``/proc`` does not say."""
+def _status_mib(field: str) -> float | None:
+    """One size line of ``/proc/self/status`` (``VmRSS``, ``VmHWM``), MiB; None where
+    ``/proc`` does not say (not Linux)."""
     try:
         with open("/proc/self/status", encoding="ascii") as fh:
-            size = next((line.split()[1] for line in fh if line.startswith("VmRSS:")), None)
+            size = next((line.split()[1] for line in fh if line.startswith(f"{field}:")), None)
     except OSError:
         return None
     return None if size is None else round(int(size) / 1024, 1)
 
 
+def resident_mib() -> float | None:
+    """This process's resident size now (``VmRSS``), MiB."""
+    return _status_mib("VmRSS")
+
+
 def peak_rss_mib(*, reset: bool = False) -> float | None:
     """This process's largest resident size since it started or since the last reset
-    (``VmHWM`` of ``/proc/self/status``), in MiB; with ``reset``, the mark then starts again
-    from the current size (``/proc/self/clear_refs``), so the next call gives the peak of
-    what ran between the two. None where ``/proc`` does not say (not Linux)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            peak = next((line.split()[1] for line in fh if line.startswith("VmHWM:")), None)
-        if reset:
-            with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
-                fh.write("5")
-    except OSError:
-        return None
-    return None if peak is None else round(int(peak) / 1024, 1)
+    (``VmHWM``), MiB; with ``reset``, the mark then starts again from the current size
+    (``/proc/self/clear_refs``), so the next call gives the peak of what ran between the two.
+    None where ``/proc`` does not say (not Linux)."""
+    peak = _status_mib("VmHWM")
+    if reset and peak is not None:
+        with (
+            contextlib.suppress(OSError),
+            open("/proc/self/clear_refs", "w", encoding="ascii") as fh,
+        ):
+            fh.write("5")
+    return peak
 
 
 class PhasePeaks:
