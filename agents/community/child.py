@@ -18,8 +18,9 @@ at least ``MIN_GROWTH_MIB`` above it) retires it (``community.child_regrowth``, 
 never does). Small runs barely move a warm child, so a steady stream keeps its caches; a
 burst of large runs replaces it now and then (at 1.5, a 20,000-article ingest replaced it
 twice and left it at 1.97 GiB, just under its threshold). The new child is started at once
-and loads the state while the leader waits for changes; its first run is slower, as its
-in-memory caches start empty.
+and loads the state while the leader waits for changes, with the caches the retiring child
+handed over (``graph.job.warm``): without them its first run rebuilds them from the whole
+graph.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from agents.community import inbox, runner
+from agents.community.state import hand_over
 from core.tables.errors import GraphStoreUnavailableError
 
 log = logging.getLogger(__name__)
@@ -96,10 +98,12 @@ class Child:
         except Exception as e:
             raise RunFailed(f"{type(e).__name__}: {e}") from e
 
-    def saved(self, resident_mib: float | None) -> bool:
+    async def saved(self, resident_mib: float | None) -> bool:
         """After a save (the child idle, its state on disk): retire the child when it has
         grown past ``regrowth`` times its floor, and start the next one loading the state.
-        True when it did."""
+        The retiring child first hands its in-memory caches over with that save
+        (``agents.community.state.hand_over``), so the next one's first run is not a cold
+        one. True when it retired the child."""
         if resident_mib is None or self.regrowth <= 0:
             return False
         if self.floor_mib is None:
@@ -113,7 +117,11 @@ class Child:
             resident_mib,
             self.floor_mib,
         )
-        self.pool.shutdown(wait=True)
+        try:
+            await self.call(hand_over, self.settings_json)
+        except RunFailed as e:  # derived data: the next child's first run rebuilds them
+            log.warning("community job: the child's caches were not handed over (%s)", e)
+        await asyncio.to_thread(self.pool.shutdown, wait=True)
         self.pool = self._new_pool(fresh_inbox=False)
         self.recycled += 1
         warm: Future[Any] = self.pool.submit(runner.warm, self.settings_json)

@@ -250,7 +250,7 @@ class CommunityJob:
         saving, self._saving = self._saving, None
         if saving is not None:
             saved: Saved = await saving
-            self._child.saved(saved.resident_mib)
+            await self._child.saved(saved.resident_mib)
             self._set_status(last_save_s=saved.seconds, child_recycles=self._child.recycled)
 
     async def _settle_save(self) -> None:

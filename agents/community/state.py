@@ -10,7 +10,8 @@ change, and a crash leaves the previous save whole. A restarted job resumes from
 run's offsets with the same hierarchy, ids, report bases and refused items, and regenerates
 nothing that did not change. A data directory written by an earlier version (a whole-state
 ``checkpoint.pickle``) is moved into the database on first load and brought up to date
-(:func:`upgrade_state`).
+(:func:`upgrade_state`). A child retired for its memory hands its in-memory caches to the
+next through the database too (``hand_over``, ``graph.job.warm``).
 """
 
 from __future__ import annotations
@@ -30,12 +31,14 @@ from core.state_pickle import read_meta, to_disk
 from core.state_store import CommitStats, DiskMap, StateStore
 from graph.job.state import JobState, SummaryRecord
 from graph.job.summaries import description_sets
+from graph.job.warm import Stamp, WarmCaches, handed_over, stamp, take_over
 from graph.moved import moved
 from graph.versions.rows import TABLES
 
 STATE_DB = "state.sqlite"
 CHECKPOINT = "checkpoint.pickle"  # an earlier version's whole state, moved into the database
 STATE_BLOB = "state"  # the pickled rest of the state, maps by reference
+CACHES_BLOB = "caches"  # a retiring child's in-memory caches, for the next (graph.job.warm)
 OFFSETS_BLOB = "offsets"  # the consumed offsets alone, for readers that load nothing else
 # the maps kept as tables: (table, the object holding it: "view", "state", "evidence",
 # "cluster_input", or "alias_" and an attribute of the state's ``aliases``; its attribute)
@@ -108,6 +111,7 @@ log = logging.getLogger(__name__)
 # its open database
 _STATE: dict[Path, JobState] = {}
 _STORES: dict[Path, StateStore] = {}
+_SAVED: dict[Path, Stamp] = {}  # the stamp of the state as last saved or loaded
 
 
 def job_dir(settings: Settings) -> Path:
@@ -141,8 +145,44 @@ def load_state(settings: Settings) -> JobState:
     else:
         with blob:
             state = _from_blob(blob, store)
+        _take_caches(state, store)
     _STATE[job_dir(settings)] = state
+    _SAVED[job_dir(settings)] = stamp(state)
     return state
+
+
+def _take_caches(state: JobState, store: StateStore) -> None:
+    """The caches a retiring child handed over with this very save, if it did; the blob is
+    emptied by the next save either way (it is read once)."""
+    blob = store.open_meta(CACHES_BLOB)
+    if blob is None:
+        return
+    with blob:
+        try:
+            caches = _Unpickler(blob).load()
+        except EOFError:  # emptied by the load that took them
+            caches = None
+        except Exception as e:  # derived data: a blob that does not load costs a cold run
+            log.warning("community job: the handed-over caches did not load (%s)", e)
+            caches = None
+    if isinstance(caches, WarmCaches) and take_over(state, caches):
+        log.info("community job: took over the caches of the child that saved this state")
+    store.put_meta(CACHES_BLOB, b"")
+
+
+def hand_over(settings_json: str) -> bool:
+    """Write this process's caches beside its last save for the child that will load it
+    (``graph.job.warm``), called by a child about to be retired; False when there is nothing
+    to hand over or the state moved on since that save."""
+    settings = Settings.model_validate_json(settings_json)
+    state = _STATE.get(job_dir(settings))
+    if state is None or _SAVED.get(job_dir(settings)) != stamp(state):
+        return False
+    store = _store(settings)
+    with store.meta_file(CACHES_BLOB) as fh:
+        pickle.dump(handed_over(state), fh, protocol=pickle.HIGHEST_PROTOCOL)
+    store.commit()
+    return True
 
 
 def _moved_in(settings: Settings, store: StateStore) -> JobState:
@@ -301,6 +341,7 @@ def forget_state(settings: Settings) -> None:
     """Drop this process's copy (half-applied after a failed run) and every change not saved:
     the next load reads the last save."""
     _STATE.pop(job_dir(settings), None)
+    _SAVED.pop(job_dir(settings), None)
     store = _STORES.get(job_dir(settings))
     if store is not None:
         store.discard()
@@ -309,6 +350,7 @@ def forget_state(settings: Settings) -> None:
 def close_state(settings: Settings) -> None:
     """Forget the state and close its database (a test, or a process done with it)."""
     _STATE.pop(job_dir(settings), None)
+    _SAVED.pop(job_dir(settings), None)
     store = _STORES.pop(job_dir(settings), None)
     if store is not None:
         store.close()
@@ -324,7 +366,9 @@ def save_state(settings: Settings, state: JobState) -> CommitStats:
     with _maps_named(state), store.meta_file(STATE_BLOB) as fh:
         pickle.dump(state, fh, protocol=pickle.HIGHEST_PROTOCOL)
     store.put_meta(OFFSETS_BLOB, orjson.dumps({str(p): o for p, o in state.offsets.items()}))
-    return store.commit()
+    stats = store.commit()
+    _SAVED[job_dir(settings)] = stamp(state)
+    return stats
 
 
 def read_offsets(settings: Settings) -> dict[int, int] | None:

@@ -22,18 +22,18 @@ async def test_a_grown_child_is_replaced_and_the_next_one_loads_the_state(tmp_pa
     assert 400.0 + MIN_GROWTH_MIB > 1.5 * 400.0  # the absolute floor decides below
     try:
         first = await child.call(os.getpid)
-        assert not child.saved(400.0)  # the first save sets the floor
-        assert not child.saved(600.0)  # within 1.5 times
-        assert not child.saved(650.0)  # past 1.5 times, but less than MIN_GROWTH_MIB more
+        assert not await child.saved(400.0)  # the first save sets the floor
+        assert not await child.saved(600.0)  # within 1.5 times
+        assert not await child.saved(650.0)  # past 1.5 times, but less than MIN_GROWTH_MIB more
         assert await child.call(os.getpid) == first
         child.inbox.put(("changes sent as the run ended", {0: 1}))
-        assert child.saved(400.0 + MIN_GROWTH_MIB + 1)
+        assert await child.saved(400.0 + MIN_GROWTH_MIB + 1)
         assert child.recycled == 1 and child.broken == 0 and child.floor_mib is None
         second = await child.call(os.getpid)
         assert second != first
         # the new child has the same inbox: what was sent for the next run is not lost
         assert await child.call(_inbox_item) == ("changes sent as the run ended", {0: 1})
-        assert not child.saved(500.0)  # the new child's own floor
+        assert not await child.saved(500.0)  # the new child's own floor
     finally:
         child.shutdown()
 
@@ -43,7 +43,7 @@ async def test_no_regrowth_keeps_the_child(tmp_path: Path) -> None:
     try:
         first = await child.call(os.getpid)
         for size in (100.0, 1000.0, 10000.0, None):
-            assert not child.saved(size)
+            assert not await child.saved(size)
         assert await child.call(os.getpid) == first and child.recycled == 0
     finally:
         child.shutdown()
