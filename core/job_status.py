@@ -90,10 +90,15 @@ class JobStatus:
     updated_at: float  # unix time of this write (the heartbeat)
     runs: int = 0  # runs completed by this process
     pending_changes: int = 0  # graph changes buffered for the next run
+    # a run is owed now: changes arrived that no run has taken in (some may already be folded
+    # by light commits, so ``pending_changes`` can be 0), or retries and put-off work are due
+    run_due: bool = False
     supervisor_restarts: int = 0  # times the worker restarted a job process that died
     pool_restarts: int = 0  # times this process replaced a child pool that broke
     # children retired after a save because their memory had grown (``community.child_regrowth``)
     child_recycles: int = 0
+    # of those, the children that handed their caches to the next (``graph.job.warm``)
+    child_handovers: int = 0
     last_error: str | None = None
     last_error_at: float | None = None
     last_run: LastRun | None = None

@@ -122,7 +122,9 @@ def _job_table(job: JobStatus | None, now: float) -> Table:
     table.add_row("pid", str(job.pid))
     table.add_row("started", _when(job.started_at, now))
     table.add_row("runs", str(job.runs))
-    table.add_row("changes buffered", str(job.pending_changes))
+    table.add_row(
+        "changes buffered", f"{job.pending_changes}" + ("; a run is due" if job.run_due else "")
+    )
     last = job.last_run
     if last is not None:
         table.add_row(
@@ -155,7 +157,12 @@ def _job_table(job: JobStatus | None, now: float) -> Table:
     table.add_row(
         "restarts",
         f"{job.restarts} (process {job.supervisor_restarts}, pool {job.pool_restarts})"
-        + (f"; {job.child_recycles} child(ren) replaced for memory" if job.child_recycles else ""),
+        + (
+            f"; {job.child_recycles} child(ren) replaced for memory, "
+            f"{job.child_handovers} handing their caches over"
+            if job.child_recycles
+            else ""
+        ),
     )
     table.add_row("refused items", str(job.failed_items_total))
     if job.last_error:

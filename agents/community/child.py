@@ -13,11 +13,13 @@ loses nothing: the next one loads the state (lazily: its maps stay on disk) and 
 a compact heap.
 
 The rule is relative, so it follows the graph's size: the child's resident size after its
-first save is its floor, and a save that leaves it above ``regrowth`` times the floor (and
-at least ``MIN_GROWTH_MIB`` above it) retires it (``community.child_regrowth``, 1.25; 0
-never does). Small runs barely move a warm child, so a steady stream keeps its caches; a
-burst of large runs replaces it now and then (at 1.5, a 20,000-article ingest replaced it
-twice and left it at 1.97 GiB, just under its threshold). The new child is started at once
+first save is its floor, and a save that leaves it above ``regrowth`` times the floor
+(``community.child_regrowth``, 1.25; 0 never does) and at least ``min_growth_mib`` above it
+(``community.child_min_growth_mib``, 256: a small graph's child, a few hundred MiB of mostly
+imports, is not replaced to give back tens of MiB) retires it. Small runs barely move a warm
+child, so a steady stream keeps its caches; a burst of large runs replaces it now and then (at
+1.5, a 20,000-article ingest replaced it twice and left it at 1.97 GiB, just under its
+threshold). The new child is started at once
 and loads the state while the leader waits for changes, with the caches the retiring child
 handed over (``graph.job.warm``): without them its first run rebuilds them from the whole
 graph.
@@ -38,10 +40,6 @@ from core.tables.errors import GraphStoreUnavailableError
 
 log = logging.getLogger(__name__)
 
-# growth never worth a new child whatever the ratio: a small graph's child (a few hundred MiB,
-# most of it imports) would otherwise pay a cold start to give back tens of MiB
-MIN_GROWTH_MIB = 256.0
-
 
 class RunFailed(Exception):
     """A run raised or its child process died; the leader re-leads from the checkpoint.
@@ -58,11 +56,13 @@ class RunFailed(Exception):
 class Child:
     """The job's child process and its inbox; ``call`` runs a function in it."""
 
-    def __init__(self, settings_json: str, regrowth: float) -> None:
+    def __init__(self, settings_json: str, regrowth: float, min_growth_mib: float) -> None:
         self.settings_json = settings_json
         self.regrowth = regrowth
+        self.min_growth_mib = min_growth_mib
         self.broken = 0  # pools replaced because the child died
         self.recycled = 0  # children retired because their memory grew
+        self.handed_over = 0  # of those, children that handed their caches to the next
         self.floor_mib: float | None = None  # resident after this child's first save
         self._context = multiprocessing.get_context("spawn")
         self.inbox: Any = None
@@ -109,7 +109,9 @@ class Child:
         if self.floor_mib is None:
             self.floor_mib = resident_mib
             return False
-        if resident_mib <= max(self.regrowth * self.floor_mib, self.floor_mib + MIN_GROWTH_MIB):
+        if resident_mib <= max(
+            self.regrowth * self.floor_mib, self.floor_mib + self.min_growth_mib
+        ):
             return False
         log.info(
             "community job: child process at %.0f MiB after its save (%.0f after its first); "
@@ -118,7 +120,7 @@ class Child:
             self.floor_mib,
         )
         try:
-            await self.call(hand_over, self.settings_json)
+            self.handed_over += bool(await self.call(hand_over, self.settings_json))
         except RunFailed as e:  # derived data: the next child's first run rebuilds them
             log.warning("community job: the child's caches were not handed over (%s)", e)
         await asyncio.to_thread(self.pool.shutdown, wait=True)

@@ -137,7 +137,11 @@ class CommunityJob:
         self._next_due_at: float | None = None  # unix time
         self._saving: asyncio.Future[Saved] | None = None  # the last run's save
         self._settings_json = settings.child_json()
-        self._child = Child(self._settings_json, settings.community.child_regrowth)
+        self._child = Child(
+            self._settings_json,
+            settings.community.child_regrowth,
+            settings.community.child_min_growth_mib,
+        )
         self.status = JobStatus(
             "starting",
             os.getpid(),
@@ -150,7 +154,12 @@ class CommunityJob:
 
     def _set_status(self, **changes: Any) -> None:
         """Record a change; written at once, and by ``_heartbeat`` at least every few seconds."""
-        changes = {"pending_changes": len(self.feed.changes), **changes}
+        due = self._next_due_at is not None and self._next_due_at <= time.time()
+        changes = {
+            "pending_changes": len(self.feed.changes),
+            "run_due": self.feed.first_at is not None or due,
+            **changes,
+        }
         self.status = replace(self.status, **changes, updated_at=time.time())
         self._last_status_write = time.monotonic()
         try:
@@ -251,7 +260,11 @@ class CommunityJob:
         if saving is not None:
             saved: Saved = await saving
             await self._child.saved(saved.resident_mib)
-            self._set_status(last_save_s=saved.seconds, child_recycles=self._child.recycled)
+            self._set_status(
+                last_save_s=saved.seconds,
+                child_recycles=self._child.recycled,
+                child_handovers=self._child.handed_over,
+            )
 
     async def _settle_save(self) -> None:
         """The pending save done before leadership ends; a failure only logged (the child

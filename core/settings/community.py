@@ -107,10 +107,17 @@ class CommunitySettings(BaseModel):
         1.25,
         ge=0,
         description="Replace the job's child process after a save once its resident memory "
-        "has grown past this multiple of its size after its first save (and by 256 MiB at "
-        "least): a run frees most of "
+        "has grown past this multiple of its size after its first save (and by "
+        "``child_min_growth_mib`` at least): a run frees most of "
         "what it allocates but the process keeps it, fragmented; a new child loads the saved "
-        "state with a compact heap (0: never replace)",
+        "state with a compact heap and the retiring child's caches (0: never replace)",
+    )
+    child_min_growth_mib: float = Field(
+        256.0,
+        ge=0,
+        description="Growth in MiB never worth a new child whatever ``child_regrowth`` says: "
+        "a small graph's child (a few hundred MiB, most of it imports) would otherwise be "
+        "replaced to give back tens of MiB",
     )
     keep_snapshots: int = Field(
         5,

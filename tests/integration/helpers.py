@@ -292,9 +292,12 @@ async def run_caught_up(
 ) -> Any:
     """The latest snapshot of ``store`` once ``done(snapshot)`` holds and a community run (not a
     light commit, which holds the new rows but not yet their communities and reports) has
-    consumed every graph change written so far, and no newer version followed for a few
-    seconds. ``idle_pipeline``: also wait until the worker has committed every message it
-    consumes (a retraction still on its way through the extractor is not in graph-changes)."""
+    consumed every graph change written so far, the job owes no run (changes folded by light
+    commits during that run are still to be taken in by the next: ``run_due``) and no newer
+    version followed for a few seconds. ``idle_pipeline``: also wait until the worker has
+    committed every message it consumes (a retraction still on its way through the extractor
+    is not in graph-changes)."""
+    from core.job_status import read_status
     from core.tables.errors import SnapshotNotFoundError
 
     deadline = time.monotonic() + timeout
@@ -307,6 +310,9 @@ async def run_caught_up(
         written = await topic_size(settings, settings.topic("graph_changes"))
         consumed = sum(snap.meta.consumed_offsets.values())
         if not (done(snap) and consumed == written and snap.meta.kind == "run"):
+            continue
+        job = read_status(settings)
+        if job is not None and (job.run_due or job.state == "running"):
             continue
         if idle_pipeline and await consumer_lag(settings):
             continue

@@ -15,7 +15,9 @@ One worker indexes ~200 synthetic articles in five storylines whose entity names
    storyline arrive;
 
 while a reader thread loads the latest snapshot in a loop, from the first snapshot to the
-last, and checks that every load decodes and its tables agree with each other.
+last, and checks that every load decodes and its tables agree with each other. The job's
+child process is replaced after most saves (``community.child_regrowth`` near 0), each
+retiring child handing its caches to the next, so all of the above holds across that too.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import httpx
 import pytest
 
 from agents.community.state import read_offsets
+from core.job_status import read_status
 from core.publish import publish
 from core.settings import Settings
 from core.settings.llm import LLMSettings
@@ -180,7 +183,14 @@ class System:
     tmp: Path
 
     def start_worker(self) -> None:
-        env = {"KGRAG_COMMUNITY__DEBOUNCE_S": "1", "KGRAG_COMMUNITY__MAX_WAIT_S": "8"}
+        env = {
+            "KGRAG_COMMUNITY__DEBOUNCE_S": "1",
+            "KGRAG_COMMUNITY__MAX_WAIT_S": "8",
+            # the job's child replaced after any save that leaves it larger than its first:
+            # every claim below holds across replacements and the caches they hand over
+            "KGRAG_COMMUNITY__CHILD_REGROWTH": "0.01",
+            "KGRAG_COMMUNITY__CHILD_MIN_GROWTH_MIB": "0",
+        }
         self.worker = TunedWorker(self.settings, self.logs / "worker.log", env).start()
 
     async def publish(self, docs: list[dict[str, Any]], name: str) -> None:
@@ -303,6 +313,9 @@ async def test_five_articles_on_one_storyline_regenerate_only_its_reports(
     after = await system.caught_up(lambda s: len(s.documents) == N_DOCS + 5)
     regenerated = assert_only_storyline(system, before, after, touched)
     assert len(regenerated) < len(after.community_reports) / 2
+    job = read_status(system.settings)
+    assert job is not None and job.child_recycles >= 1, job
+    assert job.child_handovers == job.child_recycles  # each retired child handed its caches over
 
 
 async def test_after_kill_and_restart_only_the_changed_storyline_is_regenerated(

@@ -88,6 +88,7 @@ def a_job(heard_s_ago: float) -> JobStatus:
         runs=4,
         pool_restarts=1,
         child_recycles=2,
+        child_handovers=1,
         last_run=last,
         failed_items_total=1,
         failed_items=(refused,),
@@ -116,7 +117,7 @@ class TestKafkaUnreachable:
         assert "Traceback" not in result.stdout
         job = body["community_job"]
         assert job["pid"] == 31337 and job["alive"] is False and job["restarts"] == 1
-        assert job["child_recycles"] == 2
+        assert job["child_recycles"] == 2 and job["child_handovers"] == 1
         assert job["failed_items"][0]["item"] == "e:opec"
         assert body["community_job_heard_s_ago"] == pytest.approx(45, abs=5)
         assert body["documents_indexed"] == 5

@@ -14,15 +14,18 @@ from pathlib import Path
 import pytest
 
 from agents.community import runner
-from agents.community.child import MIN_GROWTH_MIB, Child
+from agents.community.child import Child
 from agents.community.state import close_state, forget_state, hand_over, load_state
 from core.settings import Settings
+from core.settings.community import CommunitySettings
 from core.tables.opening import open_graph_store
 from graph.job.state import JobState
 from graph.job.version_tables import assemble
 from graph.versions.rows import TABLES, row_digests
 from tests.unit.test_committed_rows import _changed, _run
 from tests.unit.test_community_run import World, base_world, settings_for
+
+MIN_GROWTH_MIB = CommunitySettings().child_min_growth_mib
 
 
 @dataclass
@@ -106,11 +109,12 @@ async def test_a_state_that_moved_on_since_its_save_hands_nothing_over(warm: War
 
 async def test_a_retired_child_hands_its_caches_to_the_next_process(tmp_path: Path) -> None:
     settings = settings_for(tmp_path)
-    child = Child(settings.child_json(), 1.5)
+    child = Child(settings.child_json(), 1.5, MIN_GROWTH_MIB)
     try:
         first = await child.call(_score_and_save, settings.child_json())
         assert not await child.saved(400.0)  # the floor
         assert await child.saved(400.0 + MIN_GROWTH_MIB + 1)  # retired, after handing over
+        assert child.recycled == 1 and child.handed_over == 1
         assert await child.call(_scores, settings.child_json()) == {"Orion": 0.5}
         assert await child.call(os.getpid) != first
     finally:
