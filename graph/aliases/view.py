@@ -157,7 +157,8 @@ class KeptNames(dict[str, Named]):
     every run re-decides the names several people share and the acronyms beside changed names,
     reading the same few thousand entities (and their units' documents) again. The entities a
     run's changes touched are dropped before it reads (``resolve_view``), and only the
-    ``KEPT_NAMES`` most recently made are kept."""
+    ``KEPT_NAMES`` most recently made are kept. A child retired for its memory hands them to
+    the next one (``graph.job.warm``)."""
 
     def __reduce__(self) -> tuple[type[KeptNames], tuple[()]]:
         return (KeptNames, ())

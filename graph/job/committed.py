@@ -17,7 +17,8 @@ read every report.
 
 When any of that is not known (a restarted job, reports kept in a plain dict, a store
 discarded after a failed run) ``known()`` is False and the commit derives every row, as
-before; ``remember`` then starts the cache again. It lives in memory only: it pickles empty.
+before; ``remember`` then starts the cache again. It lives in memory only: it pickles empty,
+and a child retired for its memory hands it to the next one (``graph.job.warm``).
 """
 
 from __future__ import annotations

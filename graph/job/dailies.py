@@ -12,7 +12,8 @@ communities read entities: a touched member of a large community costs its leaf'
 not the large one's.
 
 It lives in the job's memory, not in its saved state (a restarted job sums every community
-once): it pickles as an empty cache.
+once): it pickles as an empty cache, and a child retired for its memory hands it to the next
+one (``graph.job.warm``).
 """
 
 from __future__ import annotations

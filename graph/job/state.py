@@ -81,7 +81,8 @@ class JobState:
     # the communities whose report regeneration a run put off (``reports_per_run``), oldest
     # first: the runs that follow plan them again
     reports_deferred: dict[str, None] = field(default_factory=dict)
-    # each community's mentions per day and emerging score, in memory only (pickled empty)
+    # each community's mentions per day and emerging score, in memory only (pickled empty;
+    # handed from a retiring child to the next, graph.job.warm, as are the two below)
     dailies: Dailies = field(default_factory=Dailies, compare=False, repr=False)
     # the community and report rows the last commit wrote, in memory only (pickled empty)
     committed: Committed = field(default_factory=Committed, compare=False, repr=False)
