@@ -19,13 +19,15 @@ import pyarrow.compute as pc
 
 from core.tables.merge_on_read import listed_rows, needed_rows
 from core.tables.reader import GraphTableReader
-from core.tables.schema import VERSIONS
+from core.tables.schema import COMMIT_COLUMN, DELETED_COLUMN, VERSION_COLUMN, VERSIONS
 from core.tables.versions import VersionInfo, kept_versions
 from graph.versions.rows import TABLES
 
 COMPACT_FILES = 8  # a table with fewer data files is left as it is by maintenance
 COMPACT_TARGET_BYTES = 1024 * 1024  # compaction merges smaller files into ones this big
 MAINTAINED = (*TABLES, VERSIONS)
+# what deciding which row versions a reader needs reads of a table (``needed_rows``)
+KEY_COLUMNS = ("id", VERSION_COLUMN, DELETED_COLUMN, COMMIT_COLUMN)
 
 
 def maintain(
@@ -88,7 +90,7 @@ def _drop_superseded(
     dropped = 0
     # the row versions retention no longer needs are worth dropping only when they
     # outnumber the live rows; the file statistics say so without reading the table
-    if stored > 2 * live:
+    if stored > 2 * live and _worth_dropping(dt, name, infos, oldest):
         table = dt.to_pyarrow_table()
         needed = needed_rows(
             table.filter(listed_rows(table.schema, infos)),
@@ -106,6 +108,19 @@ def _drop_superseded(
             files = 1
     # with few files compacting would rewrite the table for nothing
     return files >= COMPACT_FILES, dropped
+
+
+def _worth_dropping(dt: Any, name: str, infos: Sequence[VersionInfo], oldest: int) -> bool:
+    """Whether the row versions a reader needs are under half the table's, decided from its
+    key columns alone: reading every column (a text unit's text, a description) to find that
+    nothing is worth dropping held the whole table in memory, which the Arrow allocator kept
+    (measured on the text units of 100,000 articles: 1.4 GiB resident, gained for nothing)."""
+    present = set(dt.schema().to_arrow().names)
+    keys = dt.to_pyarrow_table(columns=[c for c in KEY_COLUMNS if c in present])
+    needed = needed_rows(
+        keys.filter(listed_rows(keys.schema, infos)), oldest, keep_tombstones=name == "documents"
+    )
+    return needed.num_rows < keys.num_rows // 2
 
 
 def _file_stats(dt: Any) -> tuple[int, int]:
