@@ -19,10 +19,9 @@ first save is its floor, and a save that leaves it above ``regrowth`` times the 
 imports, is not replaced to give back tens of MiB) retires it. Small runs barely move a warm
 child, so a steady stream keeps its caches; a burst of large runs replaces it now and then (at
 1.5, a 20,000-article ingest replaced it twice and left it at 1.97 GiB, just under its
-threshold). The new child is started at once
-and loads the state while the leader waits for changes, with the caches the retiring child
-handed over (``graph.job.warm``): without them its first run rebuilds them from the whole
-graph.
+threshold). The new child is started at once and loads the state while the leader waits for
+changes, with the caches the retiring child handed over (``graph.job.warm``): without them
+its first run rebuilds them from the whole graph.
 """
 
 from __future__ import annotations
