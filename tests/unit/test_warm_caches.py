@@ -7,59 +7,35 @@ since its save, are never taken."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from agents.community import runner
 from agents.community.child import Child
-from agents.community.state import close_state, forget_state, hand_over, load_state
+from agents.community.state import hand_over, load_state
 from core.settings import Settings
 from core.settings.community import CommunitySettings
 from core.tables.opening import open_graph_store
-from graph.job.state import JobState
 from graph.job.version_tables import assemble
 from graph.versions.rows import TABLES, row_digests
-from tests.unit.test_committed_rows import _changed, _run
-from tests.unit.test_community_run import World, base_world, settings_for
+from tests.unit.test_committed_rows import Started, _changed, _restarted, _run
+from tests.unit.test_committed_rows import started as started  # the fixture
+from tests.unit.test_community_run import settings_for
 
 MIN_GROWTH_MIB = CommunitySettings().child_min_growth_mib
 
 
-@dataclass
-class Warm:
-    settings: Settings
-    world: World
-    state: JobState
-
-
 @pytest.fixture
-async def warm(tmp_path: Path) -> AsyncIterator[Warm]:
+async def warm(started: Started) -> Started:
     """A job after two runs and their saves: every cache filled."""
-    settings, world = settings_for(tmp_path), base_world()
-    try:
-        state = load_state(settings)
-        state.view = world.view
-        await _run(settings, state)
-        await _run(settings, state)
-        assert state.committed.known() and state.dailies.sums
-        yield Warm(settings, world, state)
-    finally:
-        close_state(settings)
-
-
-def _next_child(settings: Settings, world: World) -> JobState:
-    """The state as the next child loads it (the world merges into its view from here)."""
-    forget_state(settings)
-    state = load_state(settings)
-    world.view = state.view
-    return state
+    await _run(started.settings, started.state)
+    assert started.state.committed.known() and started.state.dailies.sums
+    return started
 
 
 async def test_the_next_child_takes_over_the_caches_and_commits_only_the_change(
-    warm: Warm,
+    warm: Started,
 ) -> None:
     settings, world, before = warm.settings, warm.world, warm.state
     rows = dict(before.committed.rows or {})
@@ -67,7 +43,7 @@ async def test_the_next_child_takes_over_the_caches_and_commits_only_the_change(
     names = dict(before.kept_names)
     assert hand_over(settings.child_json())
 
-    state = _next_child(settings, world)
+    state = _restarted(settings, world)
     assert state is not before
     assert state.committed.known() and state.committed.rows == rows
     assert state.committed.communities == {c.id: c for c in state.communities}
@@ -88,22 +64,22 @@ async def test_the_next_child_takes_over_the_caches_and_commits_only_the_change(
         ), name
 
 
-async def test_caches_handed_over_with_another_save_are_not_taken(warm: Warm) -> None:
+async def test_caches_handed_over_with_another_save_are_not_taken(warm: Started) -> None:
     settings, world = warm.settings, warm.world
     assert hand_over(settings.child_json())
     world.say("doc-new", [("Vega A 9", "Vega A 9 joined.")], [])
     await _run(settings, warm.state)  # a later save than the caches'
-    state = _next_child(settings, world)
+    state = _restarted(settings, world)
     assert not state.committed.known() and not state.dailies.sums and not state.kept_names
     await _run(settings, state)  # a cold child derives every row once, and keeps them
     assert state.committed.known()
 
 
-async def test_a_state_that_moved_on_since_its_save_hands_nothing_over(warm: Warm) -> None:
+async def test_a_state_that_moved_on_since_its_save_hands_nothing_over(warm: Started) -> None:
     settings, world = warm.settings, warm.world
     world.say("doc-new", [("Vega A 9", "Vega A 9 joined.")], [])  # folded, not saved
     assert not hand_over(settings.child_json())
-    state = _next_child(settings, world)
+    state = _restarted(settings, world)
     assert not state.committed.known()
 
 
