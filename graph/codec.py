@@ -80,8 +80,12 @@ class Codec:
         if kind in self._converters:
             return self._converters[kind].encode(value)
         if kind is tuple or kind is list:
+            if _PLAIN.issuperset(map(type, value)):  # ids, names: no per-item call
+                return list(value)
             return [self.encode(x) for x in value]
         if kind is dict:
+            if _PLAIN.issuperset(map(type, value.values())):
+                return dict(value)
             return {k: self.encode(x) for k, x in value.items()}
         if dataclasses.is_dataclass(kind):
             return {name: self.encode(getattr(value, name)) for name in _names(kind)}
