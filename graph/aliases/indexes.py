@@ -104,6 +104,14 @@ def _bucket(e: Named) -> str:
     return f"acr:{letters}" if letters else spelling_key(e.key)
 
 
+def degree_class(degree: int) -> int:
+    """How common a neighbour of ``degree`` relationships is, by powers of two (2 for none or
+    one, 3 for two to five, ...): the rules weigh a shared neighbour by it, so a neighbour's
+    weight moves only when its degree crosses a power of two and a run re-decides what rests
+    on it only then (``Related.update``)."""
+    return (degree + 2).bit_length()
+
+
 @dataclass
 class Related:
     """Each entity key's neighbours (the other ends of its relationships), kept up to date
@@ -111,21 +119,33 @@ class Related:
 
     near: dict[str, set[str]] = field(default_factory=dict)
 
-    def update(self, view: GraphView, relationship_keys: Iterable[str]) -> set[str]:
-        """Re-read the given relationships; returns the entity keys at their ends."""
+    def update(
+        self, view: GraphView, relationship_keys: Iterable[str]
+    ) -> tuple[set[str], set[str]]:
+        """Re-read the given relationships; returns the entity keys at their ends, and those
+        of them whose ``degree_class`` moved."""
         ends: set[str] = set()
+        degrees: dict[str, int] = {}  # each end's degree before the update
         for key in relationship_keys:
             a, b = split_relationship_key(key)
             ends.update((a, b))
             if a == b:
                 continue
+            for end in (a, b):
+                if end not in degrees:
+                    degrees[end] = len(self.near.get(end, ()))
             if key in view.relationships:
                 self.near.setdefault(a, set()).add(b)
                 self.near.setdefault(b, set()).add(a)
             else:
                 _toggle(self.near, a, b, -1)
                 _toggle(self.near, b, a, -1)
-        return ends
+        moved = {
+            k
+            for k, d in degrees.items()
+            if degree_class(d) != degree_class(len(self.near.get(k, ())))
+        }
+        return ends, moved
 
 
 @dataclass

@@ -36,7 +36,8 @@ Rules, each with the evidence it records (``Merge``):
   document names in full; when it names none, to the only one mentioned more than once
   (news names a newcomer in full); or else to the person (of those its document names, if
   any) whose neighbours its other entities share most, each shared entity weighted by how
-  rare a neighbour it is (a hub like "United States" says little), when one leads
+  rare a neighbour it is (a hub like "United States" says little; by powers of two of its
+  relationships, so that the weights follow the graph's growth in steps), when one leads
   (``UnitAlias``), and stays unresolved otherwise. Two people who share a surname are never
   merged with each other.
 
@@ -57,13 +58,12 @@ then the most mentioned ("European Community" over "European Communities" and "E
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from graph.aliases.indexes import NameIndexes
+from graph.aliases.indexes import NameIndexes, degree_class
 from graph.aliases.names import acronym_of, spelling_key, spells
 from graph.aliases.resolution import VARIANT, Evidence, Merge, Named, Resolution, UnitAlias
 
@@ -326,7 +326,7 @@ def _unit_surnames(
     out: dict[tuple[str, str], UnitAlias] = {}
 
     def weight(n: str) -> float:
-        return 1.0 / math.log2(2 + len(neighbours.get(n, ())))
+        return 1.0 / degree_class(len(neighbours.get(n, ())))
 
     for surname, people in shared.items():
         near = {p: set(neighbours.get(p, ())) for p in people}

@@ -18,7 +18,11 @@ from graph.protocols import Peeked, peek
 
 
 def resolve_changed(
-    previous: Resolution, changed: Iterable[str], ev: Evidence, idx: NameIndexes
+    previous: Resolution,
+    changed: Iterable[str],
+    ev: Evidence,
+    idx: NameIndexes,
+    reweighed: Iterable[str] = (),
 ) -> tuple[Resolution, set[str]]:
     """``previous`` brought up to date after the evidence of the keys ``changed`` moved (their
     mentions, units, types or relationships), and the keys re-decided. ``idx`` must already
@@ -29,9 +33,11 @@ def resolve_changed(
     share, and the whole groups (old and new) they belong to; every other decision is kept.
     What this leaves stale rests on the rest of the graph only through a neighbour's degree
     (which entities are hubs) or the graph's size, which a periodic full resolution
-    refreshes."""
+    refreshes. ``reweighed``: entities whose weight as a shared neighbour moved
+    (``graph.aliases.indexes.degree_class``), whose people's shared names are re-decided."""
     groups = _Groups.of(previous)
     scope = _first_scope(changed, ev.entities, idx, groups)
+    scope |= _shared_names_near(reweighed, ev.neighbours, idx)
     for _ in range(4):  # until the groups the new decisions reach are all in scope
         for key in list(scope):
             scope |= groups.around(key)
@@ -79,9 +85,7 @@ def _first_scope(
 ) -> set[str]:
     """The keys whose decisions rest on the ``changed`` ones (``resolve_changed``), before
     the groups the new decisions reach are added."""
-    # names several people share: each of their units is decided by what else it mentions,
-    # which any change may have touched, so they are all decided again (a few hundred)
-    scope = {k for k, held in idx.people.items() if len(held) > 1 and k in entities}
+    scope: set[str] = set()
     acronyms: list[tuple[str, str]] | None = None  # (letters, key) of every acronym
     for key in set(changed):
         scope |= groups.around(key)
@@ -94,6 +98,10 @@ def _first_scope(
         endings = [" ".join(words[-n:]) for n in range(1, len(words))]
         e = entities.get(key)
         if e is None:  # gone, and what it was is not known: any acronym it could expand
+            # and, gone from the units that mentioned it, any name several people share
+            # that those units decided (a change of what else a unit mentions otherwise
+            # changes the name itself: its chunk was extracted again)
+            scope.update(k for k, held in idx.people.items() if len(held) > 1 and k in entities)
             if acronyms is None:
                 acronyms = [
                     (b[4:], k) for b, keys in idx.buckets.items() if b[:4] == "acr:" for k in keys
@@ -111,6 +119,22 @@ def _first_scope(
         bucket = idx.indexed.get(key, ("", ""))[1]
         scope |= idx.buckets.get(bucket, set())
     return scope
+
+
+def _shared_names_near(
+    keys: Iterable[str], neighbours: Mapping[str, Collection[str]], idx: NameIndexes
+) -> set[str]:
+    """The names several people share, of the people related to ``keys``: a unit mentioning
+    such a name goes to the person whose neighbours its entities are, weighed by theirs."""
+    out: set[str] = set()
+    for key in keys:
+        for person in neighbours.get(key, ()):
+            words = person.split()
+            for n in range(1, len(words)):
+                held = idx.people.get(" ".join(words[-n:]))
+                if held is not None and len(held) > 1 and person in held:
+                    out.add(" ".join(words[-n:]))
+    return out
 
 
 def _combined(previous: Resolution, part: Resolution, scope: set[str]) -> Resolution:
@@ -256,18 +280,19 @@ def _resolve(
     docs = view.unit_documents()
     if full:
         related = Related()
-        related.update(view, view.relationships)
+        related.update(view, view.relationships)  # every weight read afresh below
         idx = NameIndexes.build(names)
         ev = Evidence(names, Peeked(view.unit_entities), Peeked(related.near), docs)
         resolution = resolve_scope(set(view.entities), ev, idx)
         return resolution, AliasState(idx, related), len(view.entities)
     assert previous is not None and kept is not None and changed_entities is not None
-    keys = set(changed_entities) | kept.related.update(view, changed_relationships)
+    ends, reweighed = kept.related.update(view, changed_relationships)
+    keys = set(changed_entities) | ends
     idx = kept.indexes
     was = {b for k in keys if (b := idx.indexed.get(k, ("", ""))[1])}
     idx.update(names, keys)
     keys.update(k for b in was for k in idx.buckets.get(b, ()))  # the spellings it had
     ev = Evidence(names, Peeked(view.unit_entities), Peeked(kept.related.near), docs)
-    resolution, scope = resolve_changed(previous, keys, ev, idx)
+    resolution, scope = resolve_changed(previous, keys, ev, idx, reweighed)
     kept.runs_since_full += 1
     return resolution, kept, sum(k in view.entities for k in scope)

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from graph.aliases.indexes import AliasState
+from graph.aliases.indexes import AliasState, Related, degree_class
 from graph.aliases.resolution import Resolution
 from graph.aliases.view import KeptNames, ViewNames, resolve_view
 from graph.merge.changes import GraphChange
@@ -97,3 +97,44 @@ def test_resolving_around_changes_decides_as_resolving_afresh(seed: int) -> None
         assert i == 0 or decided <= len(world.view.entities)
         merged += len(resolution.merges) + len(resolution.unit_aliases)
     assert merged, "the sequence never merged anything"
+
+
+def test_a_change_away_from_people_leaves_the_names_they_share_alone() -> None:
+    """A name several people share ("Baker") is re-decided when it, one of its people, or the
+    weight of one of their neighbours changes; not when news elsewhere arrives."""
+    world = Newsroom()
+    world.tell("doc-1", [("James Baker", "person"), ("Baker", "person")], [])
+    world.tell("doc-2", [("Howard Baker", "person"), ("Porvane", "geo")], [])
+    world.tell("doc-3", [("Baker", "person"), ("Porvane", "geo")], [("Baker", "Porvane")])
+    touched = world.view.take_touched()
+    assert touched is not None
+    resolution, kept, _ = resolve_view(world.view, None, None, None, (), full_every=10**6)
+    assert resolution.unit_aliases  # "baker" decided unit by unit
+
+    world.tell("doc-4", [("Quill Harbour Authority", "organization")], [])
+    touched = world.view.take_touched()
+    assert touched is not None
+    resolution, kept, decided = resolve_view(
+        world.view, resolution, kept, touched.entities, (), full_every=10**6
+    )
+    assert decided == 1  # the new name alone
+
+    world.tell("doc-5", [("Howard Baker", "person")], [])
+    touched = world.view.take_touched()
+    assert touched is not None
+    _, _, decided = resolve_view(
+        world.view, resolution, kept, touched.entities, (), full_every=10**6
+    )
+    assert decided == 2  # Howard Baker, and "baker", which may name him
+
+
+def test_related_says_whose_weight_as_a_neighbour_moved() -> None:
+    world = Newsroom()
+    world.tell("doc-1", [("Porvane", "geo"), ("OTC", "organization")], [("Porvane", "OTC")])
+    related = Related()
+    ends, moved = related.update(world.view, world.view.relationships)
+    assert ends == {"porvane", "otc"} and moved == set()  # degree 0 -> 1: one class
+    world.tell("doc-2", [("Porvane", "geo"), ("VSB", "organization")], [("Porvane", "VSB")])
+    ends, moved = related.update(world.view, [k for k in world.view.relationships if "vsb" in k])
+    assert ends == {"porvane", "vsb"} and moved == {"porvane"}  # 1 -> 2 crosses a class
+    assert [degree_class(d) for d in (0, 1, 2, 5, 6, 14)] == [2, 2, 3, 3, 4, 5]
