@@ -49,7 +49,7 @@ class DiskMap(MutableMapping[str, V]):
         # every value read or written since the last commit, with the digest of its pickle
         # when read (None: written, stored at commit whatever it holds)
         self._loaded: dict[str, tuple[V, bytes | None]] = {}
-        self._read: HeldReads[V] = HeldReads()  # of a frozen map: read since the last commit
+        self._read: HeldReads[V] = HeldReads()  # of a frozen map: the latest values read
         self._new: dict[str, None] = {}  # keys appended since the last commit, in order
         self._deleted: set[str] = set()  # stored keys removed (some appended again since)
         self._cleared = False  # every stored row removed
@@ -352,13 +352,17 @@ class DiskMap(MutableMapping[str, V]):
         elif self._stored_count is not None:
             self._stored_count += self._delta
         self._commits += 1
-        self._discard()
+        self._discard(keep_reads=True)
 
-    def _discard(self) -> None:
+    def _discard(self, *, keep_reads: bool = False) -> None:
+        """Forget what changed since the last commit. ``keep_reads``: the values of a frozen
+        map read from its file stay held (they are what the file holds: a write or a removal
+        lets a key's go), so the next run reads a hub's facts once, not once per run."""
         if self._cleared or self._new or self._deleted:
             self._version += 1
         self._loaded.clear()
-        self._read.clear()
+        if not keep_reads:
+            self._read.clear()
         self._new.clear()
         self._deleted.clear()
         self._cleared = False

@@ -99,7 +99,8 @@ class PassValues(ValuesView[V]):
 
 
 class HeldReads(Generic[V]):
-    """The values a frozen map read since its last commit, the most recent only: at most
+    """The values a frozen map read from its file, the most recent only (kept across commits:
+    a write or a removal lets a key's value go): at most
     ``cap`` of them and ``bytes_cap`` bytes of their pickles. A count alone let a map of large
     values (report bases of thousands of fingerprints) hold hundreds of MiB over a large
     run; the oldest read goes first, and is read again from the file if asked."""

@@ -216,7 +216,7 @@ class StateStore:
         commit."""
         self._db()
         for each in self._maps.values():
-            each._discard()
+            each._discard(keep_reads=True)  # values read from the file, which still holds them
             each._changes = None  # what changed since a take is not known any more
         self._meta.clear()
         for name in list(self._meta_files):

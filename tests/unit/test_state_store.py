@@ -251,9 +251,28 @@ def test_a_frozen_map_holds_only_its_most_recent_reads(tmp_path: Path) -> None:
     del m[KEYS[2]]
     stats = store.commit()
     assert (stats.rows_written, stats.rows_deleted) == (2, 1)
-    assert len(m._read) == 0 and m._read.bytes == 0 and m._loaded == {}
+    # the reads outlive the commit, but none of a key written or removed
+    held = list(m._read)
+    assert held and m._loaded == {} and not {KEYS[1], KEYS[11], KEYS[2]} & set(held)
+    assert all(m._read[k] == rows[k] for k in held)
     assert m[KEYS[1]].count == -1 and m[KEYS[11]].count == -2 and KEYS[2] not in m
     assert len(m) == len(KEYS) - 1
+
+
+def test_held_reads_survive_a_discard_as_the_file_has_them(tmp_path: Path) -> None:
+    rows = {k: _Row(k, i) for i, k in enumerate(KEYS)}
+    store = _filled(tmp_path / "s.db", rows)
+    m = store.map("rows")
+    m.values_frozen = True
+    assert m[KEYS[0]] == rows[KEYS[0]] and KEYS[0] in m._read
+    m[KEYS[0]] = _Row("changed", -1)
+    m[KEYS[1]] = _Row("changed", -2)
+    store.discard()  # a failed run: its writes forgotten
+    assert m[KEYS[0]] == rows[KEYS[0]] and m[KEYS[1]] == rows[KEYS[1]]
+    m.clear()
+    assert KEYS[0] not in m._read
+    store.discard()
+    assert m[KEYS[0]] == rows[KEYS[0]] and len(m) == len(KEYS)
 
 
 def test_a_frozen_map_holds_reads_up_to_a_byte_budget(tmp_path: Path) -> None:
