@@ -64,6 +64,8 @@ _TRAILING = re.compile(r"[\s.;,:!]+$")
 # communities with at least this many members have their evidence remembered between runs
 # (``EvidenceIndex.evidence_of``); smaller ones cost less to count afresh than to keep
 MEMO_MIN_MEMBERS = 200
+# the entities whose edges an update holds once read (``EvidenceIndex._edges``)
+EDGES_HELD = 20_000
 
 
 class EvidenceError(ValueError):
@@ -134,6 +136,9 @@ class EvidenceIndex:
             tuple[dict[tuple[str, str], frozenset[str]], dict[str, list[tuple[str, str]]], int]
             | None
         ) = None
+        # during a run's update: the edges read of each entity, most recent last (a member is
+        # read for its community at each level; the map unpickles a hub's edges at each read)
+        self._edges_read: dict[str, Mapping[str, frozenset[str]]] | None = None
 
     @classmethod
     def build(
@@ -194,6 +199,9 @@ class EvidenceIndex:
         a, b = pair
         if self._before is not None and pair not in self._before[1]:
             self._before[1][pair] = self.edge_facts.get(a, {}).get(b, frozenset())
+        if self._edges_read is not None:
+            self._edges_read.pop(a, None)
+            self._edges_read.pop(b, None)
         prints: set[str] = set()
         keys = self._by_pair.get(pair_key(pair))
         for key in keys or ():
@@ -213,6 +221,7 @@ class EvidenceIndex:
         instead of counting it afresh. Every change to an entity's or a relationship's facts
         touches the entities it names."""
         self._before = ({k: self.entity_facts.get(k, frozenset()) for k in touched}, {})
+        self._edges_read = {}
 
     def evidence_of(self, community_id: str, members: frozenset[str]) -> LiveEvidence:
         """``community_evidence`` of a community, carried over from the last time it was
@@ -242,14 +251,16 @@ class EvidenceIndex:
     def end_update(self, community_ids: Collection[str]) -> None:
         """The run's evidence is counted: drop what ``begin_update`` noted, and the
         remembered evidence of communities that are gone."""
-        self._before, self._pairs_index = None, None
+        self._before, self._pairs_index, self._edges_read = None, None, None
         for gone in [cid for cid in self.memo if cid not in community_ids]:
             del self.memo[gone]
 
     def __setstate__(self, data: dict[str, object]) -> None:
         # an index from a checkpoint written before evidence was remembered, or when it was
         # remembered as frozensets (now carried over in place)
-        vars(self).update({"memo": {}, **data, "_before": None, "_pairs_index": None})
+        vars(self).update(
+            {"memo": {}, **data, "_before": None, "_pairs_index": None, "_edges_read": None}
+        )
         by_pair: Any = self._by_pair  # keyed by (a, b) tuples before
         if isinstance(by_pair, dict) and any(isinstance(k, tuple) for k in by_pair):
             self._by_pair = {pair_key(k): v for k, v in by_pair.items()}
@@ -277,7 +288,7 @@ class EvidenceIndex:
         pairs_at = self._pairs_at(old_pairs) if old_pairs else {}
         for v in left:
             evidence.difference_update(old_facts.get(v, self.entity_facts.get(v, ())))
-            for prints in _within(peek(self.edge_facts, v, _NO_EDGES), was):
+            for prints in _within(self._edges(v), was):
                 evidence.difference_update(prints)  # a rewritten pair's old facts: below
         for v in touched_was:
             evidence.difference_update(old_facts[v])
@@ -286,13 +297,13 @@ class EvidenceIndex:
                     evidence.difference_update(old_pairs[(a, b)])
         for v in came:
             evidence.update(self.entity_facts.get(v, ()))
-            for prints in _within(peek(self.edge_facts, v, _NO_EDGES), members):
+            for prints in _within(self._edges(v), members):
                 evidence.update(prints)
         for v in touched_now:
             evidence.update(self.entity_facts.get(v, ()))
             for a, b in pairs_at.get(v, ()):
                 if a in members and b in members:
-                    evidence.update(peek(self.edge_facts, a, _NO_EDGES).get(b, ()))
+                    evidence.update(self._edges(a).get(b, ()))
 
     def _pairs_at(
         self, old_pairs: dict[tuple[str, str], frozenset[str]]
@@ -309,12 +320,28 @@ class EvidenceIndex:
             index = self._pairs_index = (old_pairs, by_end, len(old_pairs))
         return index[1]
 
+    def _edges(self, key: str) -> Mapping[str, frozenset[str]]:
+        """``key``'s edges (neighbour -> facts), read only; during an update, read from the
+        map once (at most ``EDGES_HELD`` entities' held, the oldest let go first)."""
+        held = self._edges_read
+        if held is None:
+            edges: Mapping[str, frozenset[str]] = peek(self.edge_facts, key, _NO_EDGES)
+            return edges
+        if key in held:
+            edges = held.pop(key)
+        else:
+            edges = peek(self.edge_facts, key, _NO_EDGES)
+        held[key] = edges
+        if len(held) > EDGES_HELD:
+            del held[next(iter(held))]
+        return edges
+
     def community_evidence(self, members: frozenset[str]) -> EvidenceSet:
         """Facts of the members and of the edges between them."""
         out: set[str] = set()
         for key in members:
             out.update(self.entity_facts.get(key, ()))
-            for prints in _within(peek(self.edge_facts, key, _NO_EDGES), members):
+            for prints in _within(self._edges(key), members):
                 out.update(prints)
         return frozenset(out)
 
@@ -322,7 +349,7 @@ class EvidenceIndex:
         """The keys of the relationships with both ends in ``keys``, sorted."""
         out: list[str] = []
         for key in keys:
-            for neighbour in peek(self.edge_facts, key, _NO_EDGES):
+            for neighbour in self._edges(key):
                 if key <= neighbour and neighbour in keys:
                     out.extend(peek(self._by_pair, pair_key((key, neighbour)), ()))
         return sorted(out)

@@ -368,6 +368,34 @@ def test_evidence_carried_over_between_runs_is_the_evidence_counted_afresh(
         index.end_update(communities)
 
 
+class _CountedEdges(dict[str, dict[str, frozenset[str]]]):
+    """An index's edges that count their reads (as the job's on-disk map unpickles each)."""
+
+    reads = 0
+
+    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        self.reads += 1
+        return super().get(key, default)
+
+
+def test_an_update_reads_each_members_edges_once_and_again_once_rewritten() -> None:
+    index = graph_of(BASE, BASE_EDGES)
+    index.edge_facts = _CountedEdges(index.edge_facts)
+    index.begin_update({"acme"})
+    index.edge_facts.reads = 0
+    first = index.community_evidence(MEMBERS)
+    assert index.community_evidence(MEMBERS) == first  # a parent's count reads them again
+    assert index.edge_facts.reads == len(MEMBERS)  # once each
+    index.set_relationship("r9", "bolt", "crane", ["Bolt hauls for Crane."])
+    edges = {**BASE_EDGES, ("bolt", "crane"): ["Bolt hauls for Crane."]}
+    assert index.community_evidence(MEMBERS) == graph_of(BASE, edges).community_evidence(MEMBERS)
+    index.end_update({"c1"})
+    index.edge_facts.reads = 0
+    index.community_evidence(MEMBERS)
+    assert index.edge_facts.reads == len(MEMBERS)  # after the update: nothing held
+    assert index.community_evidence(MEMBERS) != first
+
+
 def test_a_parent_follows_its_rewritten_child_reports_by_their_share_of_its_members() -> None:
     """A parent whose context is ten child reports: one small child rewritten leaves it as it
     is; children holding more than the threshold of its members rewrite it; without sizes
