@@ -33,7 +33,6 @@ regenerated report reflects everything (0.0) and every other one is at most the 
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
 import re
@@ -327,10 +326,7 @@ class EvidenceIndex:
         if held is None:
             edges: Mapping[str, frozenset[str]] = peek(self.edge_facts, key, _NO_EDGES)
             return edges
-        if key in held:
-            edges = held.pop(key)
-        else:
-            edges = peek(self.edge_facts, key, _NO_EDGES)
+        edges = held.pop(key) if key in held else peek(self.edge_facts, key, _NO_EDGES)
         held[key] = edges
         if len(held) > EDGES_HELD:
             del held[next(iter(held))]
@@ -379,22 +375,6 @@ def unreflected(current: AbstractSet[str], reflected: AbstractSet[str]) -> float
     """Share of ``current`` evidence missing from ``reflected``: |current − reflected| / max(1,
     |current|). Facts that disappeared since do not count; 0.0 means fully reflected."""
     return len(current - reflected) / max(1, len(current))
-
-
-def pack_evidence(evidence: EvidenceSet) -> str:
-    """Compact text form for snapshots: base64 of the sorted 8-byte fingerprints."""
-    raw = b"".join(bytes.fromhex(fp) for fp in sorted(evidence))
-    return base64.b64encode(raw).decode("ascii")
-
-
-def unpack_evidence(packed: str) -> EvidenceSet:
-    try:
-        raw = base64.b64decode(packed.encode("ascii"), validate=True)
-    except (ValueError, UnicodeEncodeError) as e:
-        raise EvidenceError(f"packed evidence is not base64: {packed[:40]!r}") from e
-    if len(raw) % _FP_BYTES:
-        raise EvidenceError(f"packed evidence has {len(raw)} bytes, not a multiple of 8")
-    return frozenset(raw[i : i + _FP_BYTES].hex() for i in range(0, len(raw), _FP_BYTES))
 
 
 @by_fields

@@ -22,8 +22,6 @@ from graph.reports.evidence import (
     ReportBasis,
     decide_regeneration,
     fingerprint,
-    pack_evidence,
-    unpack_evidence,
     unreflected,
 )
 
@@ -86,16 +84,6 @@ class TestFingerprints:
         facts = graph.community_evidence(MEMBERS)
         assert len(facts) == 4 + 1 + 1  # descriptions, the internal edge, the claim
         assert len(graph.community_evidence(MEMBERS | {"zed"})) == 7
-
-    def test_pack_round_trip_and_bad_input(self) -> None:
-        facts = graph_of(BASE, BASE_EDGES).community_evidence(MEMBERS)
-        packed = pack_evidence(facts)
-        assert unpack_evidence(packed) == facts
-        assert len(packed) < 16 * len(facts)
-        with pytest.raises(EvidenceError):
-            unpack_evidence("not base64!")
-        with pytest.raises(EvidenceError):
-            unpack_evidence("AAAA")  # 3 bytes
 
 
 class TestUnreflected:
