@@ -178,11 +178,11 @@ KEPT_NAMES = 20_000  # entities ``KeptNames`` holds between runs, the most recen
 
 class KeptNames(dict[str, Named]):
     """Entities as resolution read them, kept between runs in the job's memory (pickled empty):
-    every run re-decides the names several people share and the acronyms beside changed names,
-    reading the same few thousand entities (and their units' documents) again. The entities a
-    run's changes touched are dropped before it reads (``resolve_view``), and only the
-    ``KEPT_NAMES`` most recently made are kept. A child retired for its memory hands them to
-    the next one (``graph.job.warm``)."""
+    every run re-decides the acronyms beside changed names and the names several people share
+    around changed people, reading many of the same entities (and their units' documents).
+    The entities a run's changes touched are dropped before it reads (``resolve_view``), and
+    only the ``KEPT_NAMES`` most recently made are kept. A child retired for its memory hands
+    them to the next one (``graph.job.warm``)."""
 
     def __reduce__(self) -> tuple[type[KeptNames], tuple[()]]:
         return (KeptNames, ())
