@@ -98,14 +98,14 @@ def _first_scope(
         endings = [" ".join(words[-n:]) for n in range(1, len(words))]
         e = entities.get(key)
         if e is None:  # gone, and what it was is not known: any acronym it could expand
-            # and, gone from the units that mentioned it, any name several people share
-            # that those units decided (a change of what else a unit mentions otherwise
-            # changes the name itself: its chunk was extracted again)
-            scope.update(k for k, held in idx.people.items() if len(held) > 1 and k in entities)
-            if acronyms is None:
+            if acronyms is None:  # (once, at the first key gone)
                 acronyms = [
                     (b[4:], k) for b, keys in idx.buckets.items() if b[:4] == "acr:" for k in keys
                 ]
+                # and, gone from the units that mentioned it, any name several people share
+                # that those units decided (a change of what else a unit mentions otherwise
+                # changes the name itself: its chunk was extracted again)
+                scope.update(k for k, held in idx.people.items() if len(held) > 1 and k in entities)
             scope.update(k for letters, k in acronyms if spells(letters, key))
             scope.update([*endings, words[0]])
             continue
