@@ -265,10 +265,10 @@ def _build(snapshot: Snapshot, texts: TextStore) -> QueryIndex:
         entity_communities=dict(memberships),
         unit_dates=dates,
         entity_daily=by_entity_daily,
+        # its members' (the graph tables derive a community's day series, ``DERIVED``), so a
+        # followed index changes a community's by its members that changed
         community_daily={
-            c.community: daily_counts(c.mentions_per_day)
-            if c.mentions_per_day
-            else sum_daily(by_entity_daily.get(k, ()) for k in c.entity_ids)
+            c.community: sum_daily(by_entity_daily.get(k, ()) for k in c.entity_ids)
             for c in snapshot.communities
         },
         newest=newest_day(snapshot.meta, snapshot.documents, dates.values()),

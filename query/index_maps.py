@@ -7,11 +7,14 @@ Each function returns a new map or row; the old one, still serving queries, is n
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import fields
+from dataclasses import dataclass, fields
+from datetime import date
 from typing import Protocol, TypeVar
 
 from graph.versions.model import SnapshotCommunity, SnapshotRelationship, SnapshotReport
+from query.time_window import DailyCounts
 
 
 class _Row(Protocol):
@@ -55,6 +58,55 @@ def moved_memberships(
         else:
             del memberships[key]
     return memberships
+
+
+@dataclass(frozen=True, slots=True)
+class DailyMoves:
+    """Entities' mentions per day before and after a change; ``redone``: the keys whose
+    series ``now`` holds afresh (every other one is as it was)."""
+
+    before: Mapping[str, DailyCounts]
+    now: Mapping[str, DailyCounts]
+    redone: set[str]
+
+
+def moved_daily(
+    community_daily: Mapping[int, DailyCounts],
+    entities: DailyMoves,
+    memberships: Mapping[str, Mapping[int, int]],
+    moves: tuple[Iterable[Membership], Iterable[Membership]],
+) -> tuple[dict[int, DailyCounts], set[int]]:
+    """Each community's mentions per day (its members' added up) after a change, and the
+    communities whose series moved: the previous sums less the members that left (``moves``:
+    the memberships that ended, then those that began) and plus those that joined, and for a
+    member that stayed, less its previous series and plus its new one, so a community of
+    100,000 members with three new mentions costs three entities, not its members.
+    ``memberships``: entity -> {level: community} after the change."""
+    plus: dict[int, Counter[date]] = defaultdict(Counter)
+    minus: dict[int, Counter[date]] = defaultdict(Counter)
+    leave, join = moves
+    joined: set[tuple[str, int]] = set()
+    for key, _, number in leave:
+        minus[number].update(dict(entities.before.get(key, ())))
+    for key, _, number in join:
+        plus[number].update(dict(entities.now.get(key, ())))
+        joined.add((key, number))
+    for key in entities.redone:
+        was, now = entities.before.get(key, ()), entities.now.get(key, ())
+        if was == now:
+            continue
+        for number in memberships.get(key, {}).values():
+            if (key, number) not in joined:  # a member before and after
+                minus[number].update(dict(was))
+                plus[number].update(dict(now))
+    out = dict(community_daily)
+    moved = plus.keys() | minus.keys()
+    for number in moved:
+        tally = Counter(dict(out.get(number, ())))
+        tally.update(plus.get(number, {}))
+        tally.subtract(minus.get(number, {}))
+        out[number] = tuple(sorted((d, n) for d, n in tally.items() if n > 0))
+    return out, moved
 
 
 def by_hrid(

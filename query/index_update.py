@@ -28,16 +28,16 @@ from graph.versions.model import (
 )
 from query.index import (
     QueryIndex,
-    daily_counts,
     entity_daily,
     grouped,
     newest_day,
-    sum_daily,
 )
 from query.index_maps import (
+    DailyMoves,
     Membership,
     by_community_id,
     by_hrid,
+    moved_daily,
     moved_memberships,
     with_combined_degree,
 )
@@ -91,6 +91,7 @@ class _Follower:
         self.community_by_id = dict(index.community_by_id)
         self.reports = dict(index.reports)
         self.documents = dict(index.documents)
+        self._days_moved: set[int] = set()  # communities whose mentions per day moved
 
     def change(self, table: str) -> TableChange:
         return self.changes.get(table, TableChange())
@@ -108,9 +109,12 @@ class _Follower:
         degree_moved = self._degrees(reached | changed_entities)
         if not self.lean:
             self._combined_degrees(degree_moved)
-        daily = self._entity_daily(changed_entities | unit_entities)
-        memberships, community_changed = self._communities(changed_entities | reached, old)
-        community_daily = self._community_daily(daily, community_changed)
+        redone = changed_entities | unit_entities
+        daily = self._entity_daily(redone)
+        memberships, community_changed, moves = self._communities(changed_entities | reached, old)
+        community_daily = self._community_daily(daily, redone, memberships, moves)
+        if not self.lean:
+            self._days_into_rows(community_changed | self._days_moved, community_daily)
         self._reports(community_changed)
         claims_by_entity, claim_by_hrid = self._claims()
         added = [k for k in self._gone_e if k in self.entities and k not in old.entities]
@@ -165,23 +169,35 @@ class _Follower:
         return daily
 
     def _community_daily(
-        self, daily: Mapping[str, DailyCounts], changed: set[int]
+        self,
+        daily: Mapping[str, DailyCounts],
+        redone: set[str],
+        memberships: Mapping[str, Mapping[int, int]],
+        moves: tuple[list[Membership], list[Membership]],
     ) -> dict[int, DailyCounts]:
-        """Mentions per day of the changed communities: their own column, else their members'."""
-        out = dict(self.old.community_daily)
-        for number in changed:
-            c = self.communities.get(number)
-            if c is None:
-                out.pop(number, None)
-            else:
-                out[number] = (
-                    daily_counts(c.mentions_per_day)
-                    if c.mentions_per_day
-                    else sum_daily(daily.get(k, ()) for k in c.entity_ids)
-                )
+        """Mentions per day of the communities, moved by their members (``moved_daily``);
+        ``redone``: the entities whose series ``daily`` holds afresh."""
+        out, self._days_moved = moved_daily(
+            self.old.community_daily,
+            DailyMoves(self.old.entity_daily, daily, redone),
+            memberships,
+            moves,
+        )
         for number in [n for n in out if n not in self.communities]:
             del out[number]
         return out
+
+    def _days_into_rows(self, numbers: set[int], daily: Mapping[int, DailyCounts]) -> None:
+        """The derived ``mentions_per_day`` of these communities' rows, as the graph tables
+        derive it (rows read as changes carry it empty)."""
+        for number in numbers:
+            c = self.communities.get(number)
+            if c is not None:
+                days = tuple((d.isoformat(), n) for d, n in daily.get(number, ()))
+                if days != c.mentions_per_day:
+                    c = replace(c, mentions_per_day=days)
+                    self.communities[number] = c
+                    self.community_by_id[c.id] = c
 
     def _entities(self) -> set[str]:
         change = self.change("entities")
@@ -334,10 +350,10 @@ class _Follower:
 
     def _communities(
         self, members_changed: set[str], old: QueryIndex
-    ) -> tuple[dict[str, dict[int, int]], set[int]]:
+    ) -> tuple[dict[str, dict[int, int]], set[int], tuple[list[Membership], list[Membership]]]:
         """Apply community rows and fill their derived columns; a community whose member's
-        text units or relationships changed is re-derived too. Returns the memberships and
-        the community numbers whose row changed."""
+        text units or relationships changed is re-derived too. Returns the memberships, the
+        community numbers whose row changed, and the memberships that ended and began."""
         change = self.change("communities")
         changed: set[int] = set()
         # (entity, level, community) memberships that end and that begin: a community that
@@ -372,7 +388,7 @@ class _Follower:
                 if n not in changed and n in self.communities:
                     self._set_community(self.communities[n])
                     changed.add(n)
-        return memberships, changed
+        return memberships, changed, (leave, join)
 
     def _set_community(self, c: SnapshotCommunity) -> None:
         """``c`` with its derived columns: from its previous form when it has the same

@@ -15,7 +15,7 @@ import pyarrow as pa
 from core.tables.errors import GraphTablesError
 from core.tables.schema import COMMIT_COLUMN, DELETED_COLUMN, VERSION_COLUMN, table_schema
 from graph.codec import DecodeError
-from graph.versions.rows import CODEC, DERIVED
+from graph.versions.rows import CODEC, DERIVED, stored_form
 
 # rows turned into objects at a time: the Python lists of one slice's columns live only while
 # its rows are made, so a table's conversion holds its Arrow buffers, its rows and one slice's
@@ -46,7 +46,7 @@ def rows_to_arrow(
 ) -> pa.Table:
     """Row objects (upserts) and ids (tombstones) of one table as one Arrow batch."""
     schema = table_schema(name)
-    encoded = [CODEC.encode(r) for r in rows]
+    encoded = [stored_form(name, r) for r in rows]
     data: dict[str, list[Any]] = {}
     for column in schema.fields:
         values = [row.get(column) for row in encoded]

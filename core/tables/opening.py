@@ -18,9 +18,10 @@ QUERY_OMITS: Mapping[str, tuple[str, ...]] = {
     "text_units": ("relationship_ids", "covariate_ids"),
     # answers quote text units; a document's text and raw fields are the export's
     "documents": ("text", "raw_data"),
-    # derived, not stored: a community's relationships and text units are its members', and a
-    # relationship's combined degree its ends' degrees (``QueryIndex.combined_degree``)
-    "communities": ("relationship_ids", "text_unit_ids", "size_history"),
+    # derived, not stored: a community's relationships, text units and mentions per day are
+    # its members' (``QueryIndex.community_daily``), and a relationship's combined degree its
+    # ends' degrees (``QueryIndex.combined_degree``)
+    "communities": ("relationship_ids", "text_unit_ids", "size_history", "mentions_per_day"),
     "relationships": ("combined_degree", "strength"),
 }
 

@@ -23,7 +23,7 @@ import pyarrow.fs as pafs
 
 from core.errors import ConfigError
 from core.tables.codecs import arrow_to_rows
-from core.tables.derived import DERIVED_INPUTS, derived_columns, realigned
+from core.tables.derived import DAYS_INPUT, DERIVED_INPUTS, derived_columns, realigned
 from core.tables.errors import storage_io
 from core.tables.merge_on_read import current_rows, current_rows_with_tombstones, listed_rows
 from core.tables.schema import (
@@ -231,11 +231,16 @@ class GraphTableReader:
         # the derived columns need a few narrow columns of four tables; each table is then
         # read whole and turned into rows on its own, so a reader never holds every table's
         # Arrow buffers besides the rows (the peak memory of a load is the rows and one table)
-        narrow = {name: read(name, columns) for name, columns in DERIVED_INPUTS.items()}
+        days = self.reads("communities", "mentions_per_day")
+        narrow = {
+            name: read(name, [c for c in columns if days or (name, c) != DAYS_INPUT])
+            for name, columns in DERIVED_INPUTS.items()
+        }
         derived = derived_columns(
             narrow,
             community_lists=self.reads("communities", "text_unit_ids"),
             combined_degrees=self.reads("relationships", "combined_degree"),
+            community_days=days,
         )
         narrow_ids = {name: t.column("id") for name, t in narrow.items()}
         del narrow

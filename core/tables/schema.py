@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from graph.versions.rows import DERIVED, TABLES
+from graph.versions.rows import DERIVED, TABLES, stored_fields
 
 VERSIONS = "_versions"  # the table listing the graph versions
 VERSION_COLUMN, DELETED_COLUMN, COMMIT_COLUMN = "_version", "_deleted", "_commit"
@@ -53,8 +53,7 @@ class TableSchema:
     @property
     def fields(self) -> tuple[str, ...]:
         """The stored columns of the row class (derived ones left out)."""
-        derived = DERIVED.get(self.name, ())
-        return tuple(f.name for f in dataclasses.fields(self.cls) if f.name not in derived)
+        return stored_fields(self.name)
 
 
 @functools.cache

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,9 +22,10 @@ from core.tables.errors import SnapshotNotFoundError, StaleSnapshotError
 from core.tables.legacy_snapshots import SnapshotStore
 from core.tables.merge_on_read import current_rows
 from core.tables.migration import convert_legacy_snapshots, legacy_hint
-from core.tables.opening import open_graph_store
+from core.tables.opening import QUERY_OMITS, open_graph_store
 from core.tables.store import GraphTables
 from graph.versions.model import Snapshot, SnapshotEntity, SnapshotMeta, SnapshotRelationship
+from tests.unit.test_query_support import dated, world
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -116,6 +118,33 @@ class TestVersions:
         loaded = store.load()
         assert {e.id: e.degree for e in loaded.entities} == {"e1": 2, "e2": 1, "e3": 1}
         assert {r.id: r.combined_degree for r in loaded.relationships} == {"r1-2": 3, "r1-3": 3}
+
+    def test_a_communitys_mentions_per_day_are_its_members_and_never_stored(
+        self, tmp_path: Path
+    ) -> None:
+        """A member's new mention moves every community above it: the day series is derived
+        on reading, so a version in which only that moved commits no community row."""
+        first = dated(world())
+        store = GraphTables(tmp_path)
+        store.write(first)
+        days = {e.id: dict(e.mentions_per_day) for e in first.entities}
+        for c in store.load().communities:
+            summed: Counter[str] = Counter()
+            for k in c.entity_ids:
+                summed.update(days[k])
+            assert dict(c.mentions_per_day) == summed and c.mentions_per_day
+        assert "mentions_per_day" not in store.read_table("communities", 1).column_names
+        second = replace(
+            first,
+            meta=replace(first.meta, version=2),
+            communities=tuple(
+                replace(c, mentions_per_day=(("1987-03-31", 99),)) for c in first.communities
+            ),
+        )
+        store.write(second)
+        assert not store.changes(1, 2)["communities"]
+        reader = GraphTables(tmp_path, omit=QUERY_OMITS)  # the query service's: left empty
+        assert {c.mentions_per_day for c in reader.load().communities} == {()}
 
     def test_rows_read_slice_by_slice_equal_those_written(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import date
 from pathlib import Path
 
 import pytest
 
-from core.tables.opening import open_graph_store
+from core.tables.opening import QUERY_OMITS, open_graph_store
 from core.tables.store import GraphTables
+from graph.keys import entity_key
 from query.index import QueryIndex
 from query.index_update import follow
 from query.text_store import BULK
 from tests.unit.test_community_run import _fact, steady_job
-from tests.unit.test_query_service import grown, versioned, world
+from tests.unit.test_query_service import grown, versioned
+from tests.unit.test_query_support import dated, world
 
 
 def assert_same(followed: QueryIndex, fresh: QueryIndex, step: int) -> None:
@@ -106,3 +109,57 @@ class TestFollow:
         followed = follow(index, store.resolve(2).meta, store.changes(1, 2))
         assert_same(followed, QueryIndex.from_snapshot(store.load(2)), 2)
         assert followed.entities["newcomer 2"].degree == 0
+
+
+class TestCommunityDays:
+    """A community's mentions per day are derived (its members' added up): a followed index
+    moves them by the members that left, joined or were mentioned again."""
+
+    @pytest.mark.parametrize("for_queries", [False, True], ids=["whole rows", "query reader"])
+    def test_members_that_move_or_are_mentioned_again_move_the_sums(
+        self, tmp_path: Path, for_queries: bool
+    ) -> None:
+        first = dated(world())
+        by_number = {c.community: c for c in first.communities}
+        kuwait, saudi = entity_key("Kuwait"), entity_key("Saudi Arabia")
+        # Kuwait leaves community 4 for 3; community 5 goes; Saudi Arabia is mentioned in a
+        # third unit (its row changes, its communities' rows do not)
+        moved = (
+            dataclasses.replace(by_number[3], entity_ids=(*by_number[3].entity_ids, kuwait)),
+            dataclasses.replace(
+                by_number[4], entity_ids=tuple(k for k in by_number[4].entity_ids if k != kuwait)
+            ),
+        )
+        second = dataclasses.replace(
+            first,
+            meta=dataclasses.replace(first.meta, version=2),
+            communities=(
+                by_number[1],
+                dataclasses.replace(by_number[2], children=()),
+                *moved,
+            ),
+            entities=tuple(
+                dataclasses.replace(
+                    e,
+                    text_unit_ids=(*e.text_unit_ids, "chunk-3"),
+                    mentions_per_day=(*e.mentions_per_day, ("1987-03-05", 1)),
+                )
+                if e.id == saudi
+                else e
+                for e in first.entities
+            ),
+        )
+        writer = GraphTables(tmp_path)
+        writer.write(first)
+        writer.write(second)
+        store = GraphTables(tmp_path, omit=QUERY_OMITS if for_queries else None)
+        index = QueryIndex.from_snapshot(store.load(1))
+        changes = store.changes(1, 2)
+        assert {c.id for c in changes["communities"].upserts} == {"c-2", "c-3", "c-4"}
+        followed = follow(index, store.resolve(2).meta, changes, lean=for_queries)
+        assert_same(followed, QueryIndex.from_snapshot(store.load(2)), 2)
+        days = {n: dict(d) for n, d in followed.community_daily.items()}
+        assert days[3] == {date(1987, 3, 2): 2, date(1987, 3, 3): 1, date(1987, 3, 5): 2}
+        assert days[4] == {date(1987, 3, 3): 1, date(1987, 3, 5): 1}
+        assert days[1] == {date(1987, 3, 2): 2, date(1987, 3, 3): 2, date(1987, 3, 5): 3}
+        assert 5 not in days

@@ -9,8 +9,9 @@ month, Fed news late; the newest document is 1987-03-31.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from graph.keys import entity_key
@@ -334,6 +335,22 @@ def world() -> Snapshot:
         claims,
         newest="1987-03-31T12:00:00Z",
     )
+
+
+def dated(snapshot: Snapshot) -> Snapshot:
+    """``snapshot``'s entities with their mentions per day (one per text unit's day), as the
+    community job writes them."""
+    day = {u.id: u.published_at[:10] for u in snapshot.text_units}
+    entities = tuple(
+        replace(
+            e,
+            mentions_per_day=tuple(
+                sorted(Counter(day[u] for u in e.text_unit_ids if u in day).items())
+            ),
+        )
+        for e in snapshot.entities
+    )
+    return replace(snapshot, entities=entities)
 
 
 async def entity_store(index: QueryIndex, extra_keys: Sequence[str] = ()) -> DictVectorStore:
