@@ -19,6 +19,7 @@ from graph.job.state import JobState
 from graph.job.version_tables import newest_time
 from graph.trends.story_detail import StoryDetail, ViewStories, describe
 from graph.trends.storylines import (
+    Daily,
     Storyline,
     fold,
     newsworthy,
@@ -86,7 +87,13 @@ def _front(
     ]
     keys = {k for _, _, unit_keys in window for k in unit_keys}
     documents = window_documents(window, _member_of(rows, state, keys), since, end)
-    nodes, baseline = window_nodes(rows, documents, llm_titles)
+    sums = state.dailies.sums  # the commit's rows carry no day series: the job's sums
+
+    def daily(c: SnapshotCommunity) -> Daily:
+        kept = sums.get(c.id)
+        return tuple(sorted(kept[1].items())) if kept is not None else ()
+
+    nodes, baseline = window_nodes(rows, documents, llm_titles, daily)
     ranked = fold(
         nodes,
         since,

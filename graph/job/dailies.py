@@ -47,8 +47,10 @@ def emerging(
 ) -> dict[str, float]:
     """Each community's emerging score from its mentions per day (by community id), as of
     noon of ``as_of`` (default: the newest day of any of them)."""
+    noon: dict[date, datetime] = {}  # a day's noon made once, not once per community
     histories = {
-        cid: [(_noon(d), n) for d, n in sorted(daily.items())] for cid, daily in dailies.items()
+        cid: [(noon.get(d) or noon.setdefault(d, _noon(d)), n) for d, n in sorted(daily.items())]
+        for cid, daily in dailies.items()
     }
     histories = {k: v for k, v in histories.items() if v}
     if not histories:

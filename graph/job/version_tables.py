@@ -403,8 +403,11 @@ def community_row(
     size_history: tuple[tuple[int, int], ...] = (),
     daily: Mapping[date, int] | None = None,
 ) -> SnapshotCommunity:
-    """A community's row; without ``rels_by_entity`` the derived id lists are left empty.
-    Its report's ``unreflected`` share is the caller's to set."""
+    """A community's row; without ``rels_by_entity`` the derived columns (its relationship
+    and text-unit ids, its mentions per day) are left empty: a commit does not store them,
+    and the rows it keeps would hold every community's day series a second time (the job's
+    own are in ``graph.job.dailies``). Its report's ``unreflected`` share is the caller's to
+    set."""
     hrid = ids.get("community", c.id) or 0
     members = sorted(c.entity_keys)
     rels: list[str] = []
@@ -437,7 +440,7 @@ def community_row(
         tuple(units),
         period,
         len(members),
-        _daily(daily),
+        _daily(daily) if rels_by_entity is not None else (),
         score,
         size_history,
     )

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 
@@ -261,21 +261,30 @@ def window_back(end: date, days: int) -> date:
     return end - timedelta(days=max(days, 1) - 1)
 
 
+def row_daily(c: SnapshotCommunity) -> Daily:
+    """A community row's own mentions per day (as the graph tables derive them on reading)."""
+    return daily_from_iso(c.mentions_per_day)
+
+
 def window_nodes(
     communities: Sequence[SnapshotCommunity],
     documents: Mapping[int, int],
     report_titles: Mapping[int, str] | None = None,
+    daily: Callable[[SnapshotCommunity], Daily] = row_daily,
 ) -> tuple[list[StoryNode], Daily]:
     """The fold nodes of the community rows the window's documents mention (every other
     community is left out of the ranking anyway, and an ancestor of one is mentioned too),
-    and the baseline: the whole graph's mentions per day, from the top level's rows."""
-    baseline = totals(daily_from_iso(c.mentions_per_day) for c in communities if c.level == 0)
+    and the baseline: the whole graph's mentions per day, from the top level's rows.
+    ``daily``: a community's mentions per day (a writer's rows carry none)."""
+    baseline = totals(daily(c) for c in communities if c.level == 0)
     mentioned = [c for c in communities if documents.get(c.community, 0) > 0]
-    return nodes_of(mentioned, report_titles), baseline
+    return nodes_of(mentioned, report_titles, daily), baseline
 
 
 def nodes_of(
-    communities: Iterable[SnapshotCommunity], report_titles: Mapping[int, str] | None = None
+    communities: Iterable[SnapshotCommunity],
+    report_titles: Mapping[int, str] | None = None,
+    daily: Callable[[SnapshotCommunity], Daily] = row_daily,
 ) -> list[StoryNode]:
     """Fold nodes of snapshot community rows; ``report_titles`` by community number."""
     titles = report_titles or {}
@@ -286,7 +295,7 @@ def nodes_of(
             level=c.level,
             parent=c.parent,
             members=frozenset(c.entity_ids),
-            daily=daily_from_iso(c.mentions_per_day),
+            daily=daily(c),
             report_title=titles.get(c.community, ""),
         )
         for c in communities
