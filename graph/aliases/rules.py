@@ -58,6 +58,7 @@ then the most mentioned ("European Community" over "European Communities" and "E
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -193,7 +194,7 @@ def _acronyms(
         # thousands, and a sample of them tells its expansion as well)
         together: Counter[str] = Counter(
             x
-            for u in sorted(e.units)[:ACRONYM_UNITS]
+            for u in heapq.nsmallest(ACRONYM_UNITS, e.units)
             for x in unit_entities.get(u, ())
             if x != key and x in entities and entities[x].type not in ("person", "geo")
         )

@@ -227,7 +227,9 @@ class ViewNames(Mapping[str, Named]):
         return made
 
     def __contains__(self, key: object) -> bool:
-        return key in self.view.entities
+        # a made entity is live (``KeptNames`` forgets the keys changes touched, deletions
+        # among them), and asking the view is a look in its map on disk
+        return key in self._made or key in self.view.entities
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.view.entities)
