@@ -191,17 +191,21 @@ def _acronyms(
             continue
         # an expansion is mentioned beside its acronym: the candidates are the unit's names
         # (of a pseudo-random sample of its units, the same as the unit ids grow: "U.S." is in
-        # thousands, and a sample of them tells its expansion as well)
+        # thousands, and a sample of them tells its expansion as well) that spell it, which
+        # the key alone tells: the thousands of others are counted, never read
         together: Counter[str] = Counter(
             x
             for u in heapq.nsmallest(ACRONYM_UNITS, e.units)
             for x in unit_entities.get(u, ())
-            if x != key and x in entities and entities[x].type not in ("person", "geo")
+            if x != key
         )
         ranked = [
             (x, n)
             for x, n in together.most_common()
-            if acronym_of(entities[x].name) is None and spells(letters, x)
+            if spells(letters, x)
+            and x in entities
+            and entities[x].type not in ("person", "geo")
+            and acronym_of(entities[x].name) is None
         ]
         if not ranked:
             continue
