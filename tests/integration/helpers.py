@@ -367,7 +367,14 @@ def vector_keys(settings: Settings, kind: str) -> list[str]:
         if not client.collections.exists(name):
             return []
         col = client.collections.get(name)
-        return [str(o.properties["key"]) for o in col.iterator(return_properties=["key"])]
+        try:
+            return [str(o.properties["key"]) for o in col.iterator(return_properties=["key"])]
+        except Exception as err:
+            if "non-existing index" in str(err):
+                # created moments ago and its shard not loaded yet (as core.vector_store
+                # reads it): nothing in it so far
+                return []
+            raise
     finally:
         client.close()
 
