@@ -104,6 +104,18 @@ class Evidence:
     unit_document: Mapping[str, str]
 
 
+def brief(entities: Mapping[str, Named], key: str) -> tuple[str, str] | None:
+    """A key's name and type (None: no such entity): by the map's own ``brief`` when it
+    has one (``graph.aliases.view.ViewNames``, which then does not make the whole record,
+    units and documents, of every name a rule only looks at), else from its record."""
+    own = getattr(entities, "brief", None)
+    if own is not None:
+        found: tuple[str, str] | None = own(key)
+        return found
+    e = entities.get(key)
+    return None if e is None else (e.name, e.type)
+
+
 def decision_id(alias: str, canonical: str, unit: str | None = None) -> str:
     """How a verdict on one decision is kept: the names and, for one text unit, the unit."""
     return f"{alias}\t{unit or ''}\t{canonical}"

@@ -66,7 +66,15 @@ from typing import Protocol
 
 from graph.aliases.indexes import NameIndexes, degree_class
 from graph.aliases.names import acronym_of, spelling_key, spells
-from graph.aliases.resolution import VARIANT, Evidence, Merge, Named, Resolution, UnitAlias
+from graph.aliases.resolution import (
+    VARIANT,
+    Evidence,
+    Merge,
+    Named,
+    Resolution,
+    UnitAlias,
+    brief,
+)
 
 # another expansion mentioned with the acronym at least this share as often makes it ambiguous
 ACRONYM_MARGIN = 0.5
@@ -244,16 +252,16 @@ def _variants(scope: Sequence[str], entities: Mapping[str, Named], idx: NameInde
             place, rest = " ".join(words[:i]), " ".join(words[i:])
             if i == len(words) - 1:
                 break  # a one-word remainder ("Pacific Bell", "Bell") says too little
-            other = entities.get(rest)
-            if other is None or other.type in ("person", "geo") or acronym_of(other.name):
+            other = brief(entities, rest)  # most are looked at only: their name and type
+            if other is None or other[1] in ("person", "geo") or acronym_of(other[0]):
                 continue
-            known = entities.get(place)
-            if (known is not None and known.type == "geo") or (
+            known = brief(entities, place)
+            if (known is not None and known[1] == "geo") or (
                 all(len(w) == 1 for w in words[:i]) and "".join(words[:i]) in idx.places
             ):
-                shared = len(e.documents & other.documents)
+                shared = len(e.documents & entities[rest].documents)
                 if shared:
-                    found = (rest, f"{e.name!r} is {other.name!r} qualified by a place", shared)
+                    found = (rest, f"{e.name!r} is {other[0]!r} qualified by a place", shared)
                 break
         if found is None and len(words) == 1 and len(key) >= 3:
             clipped = [

@@ -207,6 +207,18 @@ class ViewNames(Mapping[str, Named]):
     def __init__(self, view: GraphView, kept: dict[str, Named] | None = None) -> None:
         self.view = view
         self._made: dict[str, Named] = {} if kept is None else kept
+        self._briefs: dict[str, tuple[str, str] | None] = {}
+
+    def brief(self, key: str) -> tuple[str, str] | None:
+        """The entity's name and type (None: there is none), read from its aggregate alone
+        (``graph.aliases.resolution.brief``): a rule looks at many names it never uses."""
+        made = self._made.get(key)
+        if made is not None:
+            return made.name, made.type
+        if key not in self._briefs:
+            agg = peek(self.view.entities, key, None)
+            self._briefs[key] = None if agg is None else (agg.name, agg.type)
+        return self._briefs[key]
 
     def __getitem__(self, key: str) -> Named:
         made = self._made.get(key)
