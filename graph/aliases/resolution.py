@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from graph.merge.view import GraphView
 from graph.versions.model import SnapshotAlias
@@ -104,16 +105,24 @@ class Evidence:
     unit_document: Mapping[str, str]
 
 
-def brief(entities: Mapping[str, Named], key: str) -> tuple[str, str] | None:
-    """A key's name and type (None: no such entity): by the map's own ``brief`` when it
-    has one (``graph.aliases.view.ViewNames``, which then does not make the whole record,
-    units and documents, of every name a rule only looks at), else from its record."""
+class Brief(NamedTuple):
+    """What a rule looks at of a name it may not use: its name, type and mentions."""
+
+    name: str
+    type: str
+    mentions: int
+
+
+def brief(entities: Mapping[str, Named], key: str) -> Brief | None:
+    """A key's name, type and mentions (None: no such entity): by the map's own ``brief``
+    when it has one (``graph.aliases.view.ViewNames``, which then does not make the whole
+    record, units and documents, of every name a rule only looks at), else its record's."""
     own = getattr(entities, "brief", None)
     if own is not None:
-        found: tuple[str, str] | None = own(key)
+        found: Brief | None = own(key)
         return found
     e = entities.get(key)
-    return None if e is None else (e.name, e.type)
+    return None if e is None else Brief(e.name, e.type, e.mentions)
 
 
 def decision_id(alias: str, canonical: str, unit: str | None = None) -> str:

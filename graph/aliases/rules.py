@@ -173,16 +173,14 @@ def _spellings(
 ) -> None:
     buckets = {b for k in scope if (b := idx.indexed.get(k, ("", ""))[1])}
     for bucket in sorted(buckets):
-        keys = sorted(
-            (k for k in idx.buckets.get(bucket, ()) if k in entities),
-            key=lambda k: (-entities[k].mentions, k),
-        )
+        briefs = {k: n for k in idx.buckets.get(bucket, ()) if (n := brief(entities, k))}
+        keys = sorted(briefs, key=lambda k: (-briefs[k].mentions, k))
         for other in keys[1:]:
             union(
                 other,
                 keys[0],
                 "spelling",
-                f"{entities[other].name!r} is a spelling of {entities[keys[0]].name!r}",
+                f"{briefs[other].name!r} is a spelling of {briefs[keys[0]].name!r}",
             )
 
 
@@ -253,15 +251,15 @@ def _variants(scope: Sequence[str], entities: Mapping[str, Named], idx: NameInde
             if i == len(words) - 1:
                 break  # a one-word remainder ("Pacific Bell", "Bell") says too little
             other = brief(entities, rest)  # most are looked at only: their name and type
-            if other is None or other[1] in ("person", "geo") or acronym_of(other[0]):
+            if other is None or other.type in ("person", "geo") or acronym_of(other.name):
                 continue
             known = brief(entities, place)
-            if (known is not None and known[1] == "geo") or (
+            if (known is not None and known.type == "geo") or (
                 all(len(w) == 1 for w in words[:i]) and "".join(words[:i]) in idx.places
             ):
                 shared = len(e.documents & entities[rest].documents)
                 if shared:
-                    found = (rest, f"{e.name!r} is {other[0]!r} qualified by a place", shared)
+                    found = (rest, f"{e.name!r} is {other.name!r} qualified by a place", shared)
                 break
         if found is None and len(words) == 1 and len(key) >= 3:
             clipped = [

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from graph.aliases.indexes import AliasState, NameIndexes, Related
 from graph.aliases.names import CONNECTORS, acronym_of, spells
-from graph.aliases.resolution import Evidence, Named, Resolution
+from graph.aliases.resolution import Brief, Evidence, Named, Resolution
 from graph.aliases.rules import resolve_scope
 from graph.merge.view import GraphView
 from graph.protocols import Peeked, peek
@@ -207,17 +207,20 @@ class ViewNames(Mapping[str, Named]):
     def __init__(self, view: GraphView, kept: dict[str, Named] | None = None) -> None:
         self.view = view
         self._made: dict[str, Named] = {} if kept is None else kept
-        self._briefs: dict[str, tuple[str, str] | None] = {}
+        self._briefs: dict[str, Brief | None] = {}
 
-    def brief(self, key: str) -> tuple[str, str] | None:
-        """The entity's name and type (None: there is none), read from its aggregate alone
-        (``graph.aliases.resolution.brief``): a rule looks at many names it never uses."""
+    def brief(self, key: str) -> Brief | None:
+        """The entity's name, type and mentions (None: there is none), read from its
+        aggregate alone (``graph.aliases.resolution.brief``): a rule looks at many names it
+        never uses."""
         made = self._made.get(key)
         if made is not None:
-            return made.name, made.type
+            return Brief(made.name, made.type, made.mentions)
         if key not in self._briefs:
             agg = peek(self.view.entities, key, None)
-            self._briefs[key] = None if agg is None else (agg.name, agg.type)
+            self._briefs[key] = (
+                None if agg is None else Brief(agg.name, agg.type, agg.mention_count)
+            )
         return self._briefs[key]
 
     def __getitem__(self, key: str) -> Named:
