@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from graph.aliases.names import CONNECTORS, acronym_of, spelling_key
-from graph.aliases.resolution import Named
+from graph.aliases.resolution import Brief, Named, brief
 from graph.keys import split_relationship_key
 from graph.merge.view import GraphView
 
@@ -51,9 +51,9 @@ class NameIndexes:
             old = self.indexed.pop(key, None)
             if old is not None:
                 self._index(key, *old, -1)
-            e = entities.get(key)
+            e = brief(entities, key)  # the name and type: not the whole record
             if e is not None:
-                entry = (e.type, _bucket(e))
+                entry = (e.type, _bucket(key, e))
                 self.indexed[key] = entry
                 self._index(key, *entry, 1)
 
@@ -93,15 +93,15 @@ def _toggle(index: dict[str, set[str]], at: str, key: str, sign: int) -> None:
             del index[at]
 
 
-def _bucket(e: Named) -> str:
+def _bucket(key: str, e: Brief) -> str:
     """The spelling bucket of a key: keys in one bucket are spellings of one name."""
     if e.type == "geo":
         return ""
     if e.type == "person":  # "Ivan F. Boesky" and "Ivan Boesky"
-        words = [w for w in e.key.split() if len(w) > 1]
+        words = [w for w in key.split() if len(w) > 1]
         return "person:" + " ".join(words) if len(words) >= 2 else ""
     letters = acronym_of(e.name)
-    return f"acr:{letters}" if letters else spelling_key(e.key)
+    return f"acr:{letters}" if letters else spelling_key(key)
 
 
 def degree_class(degree: int) -> int:

@@ -191,10 +191,11 @@ def _acronyms(
     union: _Union,
 ) -> None:
     for key in scope:
-        e = entities[key]
-        letters = acronym_of(e.name)
-        if letters is None or e.type == "person":
+        seen = brief(entities, key)  # most names are no acronym: their record is not made
+        letters = None if seen is None else acronym_of(seen.name)
+        if seen is None or letters is None or seen.type == "person":
             continue
+        e = entities[key]
         # an expansion is mentioned beside its acronym: the candidates are the unit's names
         # (of a pseudo-random sample of its units, the same as the unit ids grow: "U.S." is in
         # thousands, and a sample of them tells its expansion as well) that spell it, which
@@ -241,8 +242,8 @@ def _variants(scope: Sequence[str], entities: Mapping[str, Named], idx: NameInde
     must confirm each before it counts."""
     out: list[Merge] = []
     for key in scope:
-        e = entities[key]
-        if e.type in ("person", "geo") or acronym_of(e.name) is not None:
+        seen = brief(entities, key)
+        if seen is None or seen.type in ("person", "geo") or acronym_of(seen.name) is not None:
             continue
         words = key.split()
         found: tuple[str, str, int] | None = None
@@ -257,19 +258,21 @@ def _variants(scope: Sequence[str], entities: Mapping[str, Named], idx: NameInde
             if (known is not None and known.type == "geo") or (
                 all(len(w) == 1 for w in words[:i]) and "".join(words[:i]) in idx.places
             ):
-                shared = len(e.documents & entities[rest].documents)
+                shared = len(entities[key].documents & entities[rest].documents)
                 if shared:
-                    found = (rest, f"{e.name!r} is {other.name!r} qualified by a place", shared)
+                    found = (rest, f"{seen.name!r} is {other.name!r} qualified by a place", shared)
                 break
         if found is None and len(words) == 1 and len(key) >= 3:
-            clipped = [
-                (len(e.documents & entities[k].documents), k)
+            starting = [
+                k
                 for k in idx.clips.get(key[:3], ())
                 if k.split()[0].startswith(key) and k.split()[0] != key and k in entities
             ]
+            docs = entities[key].documents if starting else frozenset()
+            clipped = [(len(docs & entities[k].documents), k) for k in starting]
             shared, best = max(clipped, default=(0, ""))
             if shared >= 2:
-                found = (best, f"{e.name!r} clips {entities[best].name!r}", shared)
+                found = (best, f"{seen.name!r} clips {entities[best].name!r}", shared)
         if found is not None:
             target, why, shared = found
             evidence = f"{why}, mentioned together in {shared} document(s)"
@@ -290,14 +293,16 @@ def _surnames(
     people, org_words = idx.people, idx.org_words
     shared: dict[str, list[str]] = {}
     for key in scope:
-        e = entities[key]
+        seen = brief(entities, key)  # few names end a person's: only theirs are made whole
         if (
-            e.type == "geo"
+            seen is None
+            or seen.type == "geo"
             or key not in people
-            or (e.type != "person" and " " in key)
-            or acronym_of(e.name) is not None
+            or (seen.type != "person" and " " in key)
+            or acronym_of(seen.name) is not None
         ):
             continue
+        e = entities[key]
         holders = sorted(people[key])
         if len(holders) > 1:
             shared[key] = holders
