@@ -210,9 +210,9 @@ def _acronyms(
             (x, n)
             for x, n in together.most_common()
             if spells(letters, x)
-            and x in entities
-            and entities[x].type not in ("person", "geo")
-            and acronym_of(entities[x].name) is None
+            and (b := brief(entities, x)) is not None
+            and b.type not in ("person", "geo")
+            and acronym_of(b.name) is None
         ]
         if not ranked:
             continue
